@@ -1,0 +1,33 @@
+"""Session memory within a token budget: pure logic, no network, no database."""
+
+from compaction.context import MIN_BUDGET, Budget, BuiltContext, ContextTooLarge, build_context
+from compaction.extractive import ExtractiveSummarizer
+from compaction.render import MemoryRenderer, fit_memory
+from compaction.state import Fact, Memory, Message, Reversal, units
+from compaction.summarizer import Completion, Extractive, LLMSummarizer, Summarizer, Summary
+from compaction.tokens import TiktokenCounter, TokenCounter, message_tokens, prompt_tokens
+
+__all__ = [
+    "MIN_BUDGET",
+    "Budget",
+    "BuiltContext",
+    "Completion",
+    "ContextTooLarge",
+    "Extractive",
+    "ExtractiveSummarizer",
+    "Fact",
+    "LLMSummarizer",
+    "Memory",
+    "MemoryRenderer",
+    "Message",
+    "Reversal",
+    "Summarizer",
+    "Summary",
+    "TiktokenCounter",
+    "TokenCounter",
+    "build_context",
+    "fit_memory",
+    "message_tokens",
+    "prompt_tokens",
+    "units",
+]

@@ -1,0 +1,177 @@
+"""Build the prompt sent upstream, within the token budget, always.
+
+The prompt is, in this order (stable prefix first, for prompt caching)::
+
+    system prompt | memory message | recent window | recalled excerpts | new messages
+
+System prompt and new messages are sent whole or not at all: when they alone
+exceed the budget, :class:`ContextTooLarge` is raised. The memory is bounded
+by its share; the window is what is left. When the window does not fit —
+background compaction is behind — its oldest units are folded into memory
+right here, with a deterministic summarizer, instead of exceeding the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction.render import MemoryRenderer, fit_memory
+from compaction.state import Memory, Message, units
+from compaction.tokens import REPLY_PRIMING
+
+__all__ = ["MIN_BUDGET", "Budget", "BuiltContext", "ContextTooLarge", "Fold", "build_context"]
+
+# Below this there is no room for framing, a memory message and a question.
+MIN_BUDGET = 256
+
+Fold = Callable[[Memory, Sequence[Message], int], Memory]
+"""Folds evicted messages into memory and returns a memory costing ≤ the limit."""
+
+
+class ContextTooLarge(ValueError):
+    def __init__(self, required: int, budget: int) -> None:
+        self.required = required
+        self.budget = budget
+        super().__init__(
+            f"The system prompt and new messages alone need {required} tokens, "
+            f"more than the session budget of {budget} tokens."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How one prompt's tokens are shared out.
+
+    >>> Budget(4000).memory_tokens
+    1200
+    """
+
+    total: int
+    memory_share: float = 0.30
+    recall_share: float = 0.10
+    new_share: float = 0.10
+    low_watermark: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.total < MIN_BUDGET:
+            raise ValueError(f"budget must be at least {MIN_BUDGET} tokens, not {self.total}")
+        shares = (self.memory_share, self.recall_share, self.new_share)
+        if any(s < 0 for s in shares) or sum(shares) >= 0.9:
+            raise ValueError("memory, recall and new-message shares must be ≥ 0 and sum below 0.9")
+
+    @property
+    def memory_tokens(self) -> int:
+        return int(self.total * self.memory_share)
+
+    @property
+    def recall_tokens(self) -> int:
+        return int(self.total * self.recall_share)
+
+    def window_tokens(self, system_tokens: int) -> int:
+        """The recent window's share, once the system prompt has taken its part."""
+        rest = 1.0 - self.memory_share - self.recall_share - self.new_share
+        return max(0, int(self.total * rest) - system_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltContext:
+    messages: list[dict[str, Any]]
+    tokens: int
+    memory: Memory
+    window: Sequence[Message]
+    folded: bool
+    """True when window messages were folded into ``memory`` to make room."""
+
+
+def build_context(
+    *,
+    system: Sequence[Message],
+    memory: Memory,
+    window: Sequence[Message],
+    new: Sequence[Message],
+    budget: Budget,
+    renderer: MemoryRenderer,
+    fold: Fold,
+    recall: Sequence[Message] = (),
+    extra_tokens: int = 0,
+) -> BuiltContext:
+    """Assemble the upstream prompt; its :func:`~compaction.tokens.prompt_tokens` ≤ budget.
+
+    ``extra_tokens`` charges what travels beside the messages (tool schemas).
+    """
+    fixed = (
+        REPLY_PRIMING
+        + sum(m.tokens for m in system)
+        + sum(m.tokens for m in new)
+        + extra_tokens
+    )
+    if fixed > budget.total:
+        raise ContextTooLarge(fixed, budget.total)
+    room = budget.total - fixed
+
+    memory_limit = min(budget.memory_tokens, room)
+    rendered = renderer.render(memory)
+    window_cost = sum(m.tokens for m in window)
+    folded = False
+    if rendered.tokens + window_cost > room:
+        # Compaction is behind: fold the oldest units until the rest fits
+        # beside a memory at its full share.
+        pieces = units(window)
+        evicted: list[Message] = []
+        while pieces and window_cost > room - memory_limit:
+            piece = pieces.pop(0)
+            evicted.extend(piece)
+            window_cost -= sum(m.tokens for m in piece)
+        window = [m for piece in pieces for m in piece]
+        if evicted:
+            memory = fold(memory, evicted, memory_limit).advanced(evicted)
+            folded = True
+        memory = fit_memory(memory, min(memory_limit, room - window_cost), renderer)
+        rendered = renderer.render(memory)
+
+    used = rendered.tokens + window_cost
+    excerpts = list(recall)
+    recalled = renderer.render_recall(excerpts)
+    recall_room = min(budget.recall_tokens, room - used)
+    while excerpts and recalled.tokens > recall_room:
+        excerpts.pop()
+        recalled = renderer.render_recall(excerpts)
+
+    messages = [m.to_openai() for m in system]
+    if rendered.message is not None:
+        messages.append(rendered.message)
+    messages.extend(m.to_openai() for m in window)
+    if recalled.message is not None:
+        messages.append(recalled.message)
+    messages.extend(m.to_openai() for m in new)
+    return BuiltContext(
+        messages=messages,
+        tokens=fixed + used + recalled.tokens,
+        memory=memory,
+        window=window,
+        folded=folded,
+    )
+
+
+def plan_eviction(window: Sequence[Message], budget: Budget, system_tokens: int) -> list[Message]:
+    """The oldest messages background compaction should fold, or ``[]`` if none.
+
+    Compaction starts when the window outgrows its share and brings it down
+    to ``low_watermark`` of that share, so the memory message — and with it
+    the cached prompt prefix — changes only once every several turns.
+    """
+    share = budget.window_tokens(system_tokens)
+    total = sum(m.tokens for m in window)
+    if total <= share:
+        return []
+    target = int(share * budget.low_watermark)
+    pieces = units(window)
+    evicted: list[Message] = []
+    # Always keep the last unit: it is the turn the next message answers.
+    while len(pieces) > 1 and total > target:
+        piece = pieces.pop(0)
+        evicted.extend(piece)
+        total -= sum(m.tokens for m in piece)
+    return evicted

@@ -1,0 +1,159 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from compaction import (
+    Budget,
+    Extractive,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    MemoryRenderer,
+    Summarizer,
+    TiktokenCounter,
+)
+from compaction.summarizer import Completion
+from proxy.app_state import Services, services
+from proxy.chat import create_chat_completion, list_models, passthrough
+from proxy.compactor import Compactor
+from proxy.config import Settings
+from proxy.errors import NotFound, ProxyError, error_response
+from proxy.live import SessionCache
+from proxy.store import SqlStore, database_for
+from proxy.tasks import TaskSet
+from proxy.turns import Conversations
+from proxy.upstream import Upstream
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger("hermes")
+
+# How long shutdown waits for turns still being stored.
+DRAIN_SECONDS = 10.0
+
+
+def budget_of(settings: Settings) -> Budget:
+    return Budget(
+        settings.budget,
+        memory_share=settings.memory_share,
+        recall_share=settings.recall_share,
+        new_share=settings.new_share,
+    )
+
+
+def summarizer_for(
+    settings: Settings, upstream: Upstream, renderer: MemoryRenderer, extractive: ExtractiveSummarizer
+) -> Summarizer:
+    if settings.summarizer == "extractive":
+        return Extractive(extractive)
+    model = settings.summary_model or settings.model
+
+    async def complete(messages: list[dict[str, object]]) -> Completion:
+        data = await upstream.post_json(
+            "chat/completions",
+            {"model": model, "messages": messages, "temperature": 0},
+            {**upstream.auth_headers(None), "X-Hermes-Purpose": "compaction"},
+        )
+        usage = data.get("usage") or {}
+        return Completion(
+            text=str(data["choices"][0]["message"].get("content") or ""),
+            tokens=int(usage.get("total_tokens") or 0),
+        )
+
+    return LLMSummarizer(complete, renderer, extractive)
+
+
+def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlette:
+    """Build the proxy. The lifespan opens the store and upstream client and owns the workers."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services]]:
+        own_store = store or SqlStore(database_for(settings.db))
+        upstream = Upstream(
+            settings.upstream,
+            api_key=settings.upstream_api_key,
+            timeout=settings.upstream_timeout,
+        )
+        tasks = TaskSet()
+        counter = TiktokenCounter()
+        renderer = MemoryRenderer(counter)
+        extractive = ExtractiveSummarizer(renderer)
+        budget = budget_of(settings)
+        cache = SessionCache()
+        await own_store.open()
+        await upstream.open()
+        compactor = Compactor(
+            store=own_store,
+            summarizer=summarizer_for(settings, upstream, renderer, extractive),
+            budget=budget,
+            cache=cache,
+            tasks=tasks,
+        )
+        conversations = Conversations(
+            store=own_store,
+            counter=counter,
+            renderer=renderer,
+            extractive=extractive,
+            compactor=compactor,
+            budget=budget,
+            tasks=tasks,
+            cache=cache,
+            model_alias=settings.model,
+        )
+        try:
+            yield {
+                "services": Services(
+                    settings=settings,
+                    store=own_store,
+                    upstream=upstream,
+                    conversations=conversations,
+                    compactor=compactor,
+                    tasks=tasks,
+                    tenants=settings.tenants,
+                )
+            }
+        finally:
+            await tasks.drain(DRAIN_SECONDS)
+            await upstream.close()
+            await own_store.close()
+
+    routes = [
+        Route("/v1/chat/completions", create_chat_completion, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route(
+            "/v1/{path:path}",
+            passthrough,
+            methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        ),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={Exception: error_response, ProxyError: error_response, 404: not_found, 405: method_not_allowed},
+    )
+
+
+async def healthz(request: Request) -> Response:
+    svc = services(request)
+    await svc.store.db.fetchone("SELECT 1")
+    return JSONResponse({"status": "ok"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return NotFound(f"No route for {request.method} {request.url.path}.").response()
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    error = ProxyError(f"Method {request.method} is not allowed on {request.url.path}.")
+    error.status = 405
+    error.type = "invalid_request_error"
+    return error.response()

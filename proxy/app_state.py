@@ -1,0 +1,32 @@
+"""What the lifespan builds and every handler reads: one typed bundle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import HTTPConnection
+
+from proxy.compactor import Compactor
+from proxy.config import Settings
+from proxy.store import SqlStore
+from proxy.tasks import TaskSet
+from proxy.turns import Conversations
+from proxy.upstream import Upstream
+
+__all__ = ["Services", "services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    store: SqlStore
+    upstream: Upstream
+    conversations: Conversations
+    compactor: Compactor
+    tasks: TaskSet
+    tenants: dict[str, str]
+
+
+def services(request: HTTPConnection) -> Services:
+    svc: Services = request.state.services
+    return svc

@@ -1,0 +1,71 @@
+"""Sessions in memory: what a turn needs, cached between turns.
+
+A :class:`LiveSession` is only changed while its session lock is held. Each
+turn checks it against the store's session row (one indexed read); anything
+changed behind the proxy's back — a CLI reset, another replica — reloads it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from compaction import Memory, Message
+
+__all__ = ["TAIL", "LiveSession", "SessionCache"]
+
+# How many stored messages the merge step compares incoming history with.
+TAIL = 32
+
+
+@dataclass
+class LiveSession:
+    id: str
+    tenant: str
+    key: str
+    last_seq: int
+    last_turn: int
+    version: int
+    memory: Memory
+    system: tuple[Message, ...]
+    window: list[Message]
+    tail: list[Message] = field(default_factory=list)
+
+    @property
+    def system_tokens(self) -> int:
+        return sum(m.tokens for m in self.system)
+
+    def append(self, messages: list[Message]) -> None:
+        self.window.extend(messages)
+        self.tail = (self.tail + messages)[-TAIL:]
+        self.last_seq = messages[-1].seq
+        self.last_turn = messages[-1].turn
+
+    def folded(self, memory: Memory) -> None:
+        """Adopt a memory that folded in the oldest window messages."""
+        self.memory = memory
+        self.version += 1
+        self.window = [m for m in self.window if m.seq > memory.through_seq]
+
+
+class SessionCache:
+    """At most ``size`` live sessions, least recently used evicted first."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], LiveSession] = OrderedDict()
+
+    def get(self, tenant: str, key: str) -> LiveSession | None:
+        live = self._items.get((tenant, key))
+        if live is not None:
+            self._items.move_to_end((tenant, key))
+        return live
+
+    def put(self, live: LiveSession) -> None:
+        self._items[(live.tenant, live.key)] = live
+        self._items.move_to_end((live.tenant, live.key))
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def drop(self, tenant: str, key: str) -> None:
+        self._items.pop((tenant, key), None)

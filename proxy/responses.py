@@ -1,0 +1,38 @@
+"""A streaming response that always runs its finalizer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Callable, Mapping
+
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["RelayResponse"]
+
+
+class RelayResponse(StreamingResponse):
+    """Relays an async byte stream; ``on_close`` runs however the response ends.
+
+    Starlette cancels the body iterator when the client disconnects; an
+    iterator that never started would never run its own ``finally``, so the
+    cleanup a turn needs (fail it unless it finished) lives here instead.
+    """
+
+    def __init__(
+        self,
+        content: AsyncIterable[bytes],
+        *,
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+        media_type: str | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(content, status_code=status_code, headers=headers, media_type=media_type)
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.on_close is not None:
+                self.on_close()

@@ -1,0 +1,97 @@
+"""Small typed values the store returns (rather than raw rows)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from compaction import Message
+
+__all__ = ["SessionRecord", "TurnCommit", "new_session_id"]
+
+
+def new_session_id(now: float | None = None) -> str:
+    """An id like ``20250305_091523_a1b2c3d4``: sortable by time, unique by chance."""
+    stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime(time.time() if now is None else now))
+    return f"{stamp}_{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str
+    tenant: str
+    key: str
+    source: str
+    user_id: str | None
+    title: str | None
+    model: str | None
+    system: tuple[Message, ...]
+    parent_id: str | None
+    started_at: float
+    updated_at: float
+    ended_at: float | None
+    message_count: int
+    last_seq: int
+    last_turn: int
+    input_tokens: int
+    output_tokens: int
+    compaction_tokens: int
+    state_version: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> SessionRecord:
+        return cls(
+            id=row["id"],
+            tenant=row["tenant"],
+            key=row["key"],
+            source=row["source"],
+            user_id=row["user_id"],
+            title=row["title"],
+            model=row["model"],
+            system=decode_system(row["system_prompt"]),
+            parent_id=row["parent_id"],
+            started_at=row["started_at"],
+            updated_at=row["updated_at"],
+            ended_at=row["ended_at"],
+            message_count=row["message_count"],
+            last_seq=row["last_seq"],
+            last_turn=row["last_turn"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            compaction_tokens=row["compaction_tokens"],
+            state_version=row["state_version"] or 0,
+        )
+
+
+def encode_system(system: Sequence[Message]) -> str | None:
+    if not system:
+        return None
+    return orjson.dumps([{**m.to_openai(), "tokens": m.tokens} for m in system]).decode()
+
+
+def decode_system(raw: str | None) -> tuple[Message, ...]:
+    if not raw:
+        return ()
+    return tuple(
+        Message.from_openai(item, tokens=int(item.get("tokens", 0))) for item in orjson.loads(raw)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCommit:
+    """Everything one successful turn writes, in one transaction."""
+
+    session_id: str
+    pending_id: str
+    messages: Sequence[Message]
+    system: tuple[Message, ...] | None
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    updated_at: float
+    idempotency: tuple[str, str, bytes] | None = None
