@@ -1,6 +1,13 @@
 """Session memory within a token budget: pure logic, no network, no database."""
 
-from compaction.context import MIN_BUDGET, Budget, BuiltContext, ContextTooLarge, build_context
+from compaction.context import (
+    MIN_BUDGET,
+    Budget,
+    BuiltContext,
+    ContextTooLarge,
+    build_context,
+    plan_eviction,
+)
 from compaction.extractive import ExtractiveSummarizer
 from compaction.render import MemoryRenderer, fit_memory
 from compaction.state import Fact, Memory, Message, Reversal, units
@@ -28,6 +35,7 @@ __all__ = [
     "build_context",
     "fit_memory",
     "message_tokens",
+    "plan_eviction",
     "prompt_tokens",
     "units",
 ]

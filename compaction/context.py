@@ -44,6 +44,12 @@ class ContextTooLarge(ValueError):
 class Budget:
     """How one prompt's tokens are shared out.
 
+    The memory message is capped at ``memory_share`` of the total; ``recall_share``
+    is kept for recalled excerpts and ``new_share`` for the new messages; the
+    recent window gets everything else. Compaction folds ``step`` of the total
+    at a time, so the memory message (and the cached prompt prefix) changes
+    once every several turns while the prompt size stays within ``step``.
+
     >>> Budget(4000).memory_tokens
     1200
     """
@@ -52,7 +58,7 @@ class Budget:
     memory_share: float = 0.30
     recall_share: float = 0.10
     new_share: float = 0.10
-    low_watermark: float = 0.5
+    step: float = 0.05
 
     def __post_init__(self) -> None:
         if self.total < MIN_BUDGET:
@@ -60,6 +66,8 @@ class Budget:
         shares = (self.memory_share, self.recall_share, self.new_share)
         if any(s < 0 for s in shares) or sum(shares) >= 0.9:
             raise ValueError("memory, recall and new-message shares must be ≥ 0 and sum below 0.9")
+        if not 0 < self.step < 0.5:
+            raise ValueError("step must be between 0 and 0.5")
 
     @property
     def memory_tokens(self) -> int:
@@ -69,10 +77,14 @@ class Budget:
     def recall_tokens(self) -> int:
         return int(self.total * self.recall_share)
 
-    def window_tokens(self, system_tokens: int) -> int:
-        """The recent window's share, once the system prompt has taken its part."""
-        rest = 1.0 - self.memory_share - self.recall_share - self.new_share
-        return max(0, int(self.total * rest) - system_tokens)
+    @property
+    def step_tokens(self) -> int:
+        return int(self.total * self.step)
+
+    def window_tokens(self, system_tokens: int, memory_tokens: int) -> int:
+        """What the recent window may hold beside this system prompt and memory."""
+        usable = int(self.total * (1.0 - self.recall_share - self.new_share))
+        return max(0, usable - system_tokens - memory_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +114,7 @@ def build_context(
     ``extra_tokens`` charges what travels beside the messages (tool schemas).
     """
     fixed = (
-        REPLY_PRIMING
-        + sum(m.tokens for m in system)
-        + sum(m.tokens for m in new)
-        + extra_tokens
+        REPLY_PRIMING + sum(m.tokens for m in system) + sum(m.tokens for m in new) + extra_tokens
     )
     if fixed > budget.total:
         raise ContextTooLarge(fixed, budget.total)
@@ -155,18 +164,19 @@ def build_context(
     )
 
 
-def plan_eviction(window: Sequence[Message], budget: Budget, system_tokens: int) -> list[Message]:
+def plan_eviction(
+    window: Sequence[Message], budget: Budget, system_tokens: int, memory_tokens: int
+) -> list[Message]:
     """The oldest messages background compaction should fold, or ``[]`` if none.
 
-    Compaction starts when the window outgrows its share and brings it down
-    to ``low_watermark`` of that share, so the memory message — and with it
-    the cached prompt prefix — changes only once every several turns.
+    Compaction starts when the window outgrows what the budget leaves it and
+    folds at least :attr:`Budget.step_tokens` beyond that.
     """
-    share = budget.window_tokens(system_tokens)
+    limit = budget.window_tokens(system_tokens, memory_tokens)
     total = sum(m.tokens for m in window)
-    if total <= share:
+    if total <= limit:
         return []
-    target = int(share * budget.low_watermark)
+    target = limit - budget.step_tokens
     pieces = units(window)
     evicted: list[Message] = []
     # Always keep the last unit: it is the turn the next message answers.

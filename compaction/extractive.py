@@ -61,8 +61,10 @@ _SUBJECT = re.compile(
     re.I,
 )
 _STOP = frozenset(
-    "a an the of to in on for and or but with we i you it is are was were be this that our my "
-    "your their its at by from as so do did does have has had not no".split()
+    (
+        "a an the of to in on for and or but with we i you it is are was were be this that our my "
+        "your their its at by from as so do did does have has had not no"
+    ).split()
 )
 MAX_FACT_CHARS = 300
 MAX_LINE_CHARS = 400

@@ -219,8 +219,10 @@ def merge_update(
         subject = fact["subject"].strip().lower()
         old = facts.get(subject)
         text = fact["text"].strip()
-        if old is not None and old.text != text and not any(
-            r.subject == subject and r.after == text for r in reversals
+        if (
+            old is not None
+            and old.text != text
+            and not any(r.subject == subject and r.after == text for r in reversals)
         ):
             reversals.append(
                 Reversal(subject, old.text, text, fact["turn"], at.get(fact["turn"], now), old.turn)

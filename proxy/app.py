@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -32,12 +33,25 @@ from proxy.tasks import TaskSet
 from proxy.turns import Conversations
 from proxy.upstream import Upstream
 
-__all__ = ["create_app"]
+__all__ = ["Worker", "create_app"]
 
 logger = logging.getLogger("hermes")
 
 # How long shutdown waits for turns still being stored.
 DRAIN_SECONDS = 10.0
+
+
+class Worker(Protocol):
+    """A long-lived background service owned by the app (a scheduler, a run executor)."""
+
+    async def start(self, services: Services) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def workers_for(settings: Settings) -> list[Worker]:
+    """The background services this configuration runs, started in order."""
+    return []
 
 
 def budget_of(settings: Settings) -> Budget:
@@ -46,11 +60,15 @@ def budget_of(settings: Settings) -> Budget:
         memory_share=settings.memory_share,
         recall_share=settings.recall_share,
         new_share=settings.new_share,
+        step=settings.compaction_step,
     )
 
 
 def summarizer_for(
-    settings: Settings, upstream: Upstream, renderer: MemoryRenderer, extractive: ExtractiveSummarizer
+    settings: Settings,
+    upstream: Upstream,
+    renderer: MemoryRenderer,
+    extractive: ExtractiveSummarizer,
 ) -> Summarizer:
     if settings.summarizer == "extractive":
         return Extractive(extractive)
@@ -93,6 +111,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
         compactor = Compactor(
             store=own_store,
             summarizer=summarizer_for(settings, upstream, renderer, extractive),
+            renderer=renderer,
             budget=budget,
             cache=cache,
             tasks=tasks,
@@ -108,19 +127,26 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             cache=cache,
             model_alias=settings.model,
         )
+        bundle = Services(
+            settings=settings,
+            store=own_store,
+            upstream=upstream,
+            conversations=conversations,
+            compactor=compactor,
+            tasks=tasks,
+            tenants=settings.tenants,
+        )
+        # Also on the app, for whoever embeds it (and for tests to observe).
+        app.state.services = bundle
+        started: list[Worker] = []
         try:
-            yield {
-                "services": Services(
-                    settings=settings,
-                    store=own_store,
-                    upstream=upstream,
-                    conversations=conversations,
-                    compactor=compactor,
-                    tasks=tasks,
-                    tenants=settings.tenants,
-                )
-            }
+            for worker in workers_for(settings):
+                await worker.start(bundle)
+                started.append(worker)
+            yield {"services": bundle}
         finally:
+            for worker in reversed(started):
+                await worker.stop()
             await tasks.drain(DRAIN_SECONDS)
             await upstream.close()
             await own_store.close()
@@ -138,7 +164,12 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={Exception: error_response, ProxyError: error_response, 404: not_found, 405: method_not_allowed},
+        exception_handlers={
+            Exception: error_response,
+            ProxyError: error_response,
+            404: not_found,
+            405: method_not_allowed,
+        },
     )
 
 

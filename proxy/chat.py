@@ -96,9 +96,13 @@ def parse_messages(body: Mapping[str, Any]) -> list[Message]:
         if content is None and role in ("system", "developer", "user", "tool"):
             raise InvalidRequest(f"{where}.content is required.", param=f"{where}.content")
         if role == "tool" and not isinstance(m.get("tool_call_id"), str):
-            raise InvalidRequest(f"{where}.tool_call_id is required.", param=f"{where}.tool_call_id")
+            raise InvalidRequest(
+                f"{where}.tool_call_id is required.", param=f"{where}.tool_call_id"
+            )
         if m.get("tool_calls") is not None and not isinstance(m["tool_calls"], list):
-            raise InvalidRequest(f"{where}.tool_calls must be an array.", param=f"{where}.tool_calls")
+            raise InvalidRequest(
+                f"{where}.tool_calls must be an array.", param=f"{where}.tool_calls"
+            )
         out.append(Message.from_openai(m))
     return out
 
@@ -170,7 +174,9 @@ async def create_chat_completion(request: Request) -> Response:
         usage = completion.get("usage")
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
         turn.fail()
-        raise UpstreamError("The upstream answered with something that is not a completion.") from exc
+        raise UpstreamError(
+            "The upstream answered with something that is not a completion."
+        ) from exc
     turn.finish(assistant, usage, raw_answer)
     return Response(
         raw_answer,

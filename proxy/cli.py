@@ -132,11 +132,13 @@ Try it (every request sends only the new message):
 
   curl -s http://{host}:{port}/v1/chat/completions -H 'X-Hermes-Session-Id: demo' \\
     -H 'Content-Type: application/json' \\
-    -d '{{"model": "hermes", "messages": [{{"role": "user", "content": "Our database is PostgreSQL 15 on RDS."}}]}}'
+    -d '{{"model": "hermes", "messages": [{{"role": "user",
+          "content": "Our database is PostgreSQL 15 on RDS."}}]}}'
 
   curl -s http://{host}:{port}/v1/chat/completions -H 'X-Hermes-Session-Id: demo' \\
     -H 'Content-Type: application/json' \\
-    -d '{{"model": "hermes", "messages": [{{"role": "user", "content": "Which database do we use?"}}]}}'
+    -d '{{"model": "hermes", "messages": [{{"role": "user",
+          "content": "Which database do we use?"}}]}}'
 
 Send many more turns and the X-Hermes-Context-Tokens response header stays flat
 while the fact is still recalled. Ctrl-C to stop.
@@ -161,7 +163,12 @@ def demo(config_file: str | None, **flags: Any) -> None:
     settings = load_settings(config_file, flags)
     check_exposure(settings)
     configure_logging(settings.log_level)
-    click.echo(DEMO_HELP.format(host=settings.host, port=settings.port, budget=settings.budget, db=settings.db), err=True)
+    click.echo(
+        DEMO_HELP.format(
+            host=settings.host, port=settings.port, budget=settings.budget, db=settings.db
+        ),
+        err=True,
+    )
     proxy_server = uvicorn.Server(
         uvicorn_config(create_app(settings), settings.host, settings.port, settings.log_level)
     )

@@ -13,8 +13,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from compaction import Budget, Summarizer
-from compaction.context import plan_eviction
+from compaction import Budget, MemoryRenderer, Summarizer, plan_eviction
 from proxy.live import SessionCache
 from proxy.store import SqlStore
 from proxy.tasks import TaskSet
@@ -40,6 +39,7 @@ class Compactor:
         *,
         store: SqlStore,
         summarizer: Summarizer,
+        renderer: MemoryRenderer,
         budget: Budget,
         cache: SessionCache,
         tasks: TaskSet,
@@ -47,6 +47,7 @@ class Compactor:
     ) -> None:
         self.store = store
         self.summarizer = summarizer
+        self.renderer = renderer
         self.budget = budget
         self.cache = cache
         self.tasks = tasks
@@ -95,7 +96,8 @@ class Compactor:
         else:
             record = await self.store.get_session(session_id)
             system_tokens = sum(m.tokens for m in record.system) if record else 0
-        evicted = plan_eviction(window, self.budget, system_tokens)
+        memory_tokens = self.renderer.render(memory).tokens
+        evicted = plan_eviction(window, self.budget, system_tokens, memory_tokens)
         if not evicted:
             return False
         self.stats.runs += 1
@@ -103,9 +105,13 @@ class Compactor:
         self.stats.tokens += summary.tokens
         if summary.error is not None:
             self.stats.failures += 1
-            logger.warning("summarizer failed for %s, used extractive: %s", session_id, summary.error)
+            logger.warning(
+                "summarizer failed for %s, used extractive: %s", session_id, summary.error
+            )
         async with self.store.session_lock(tenant, key):
-            saved = await self.store.save_memory(session_id, version, summary.memory, summary.tokens)
+            saved = await self.store.save_memory(
+                session_id, version, summary.memory, summary.tokens
+            )
             live = self.cache.get(tenant, key)
             if live is not None and live.id == session_id:
                 if saved and live.version == version:

@@ -81,6 +81,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("memory_share", float, "Share of the budget for facts, reversals and summary."),
     Option("recall_share", float, "Share of the budget for excerpts recalled from the archive."),
     Option("new_share", float, "Share of the budget kept free for new messages."),
+    Option("compaction_step", float, "Share of the budget each compaction folds at least."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -108,6 +109,7 @@ class Settings:
     memory_share: float = 0.30
     recall_share: float = 0.10
     new_share: float = 0.10
+    compaction_step: float = 0.05
     log_level: str = "info"
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
@@ -150,6 +152,8 @@ class Settings:
         shares = (self.memory_share, self.recall_share, self.new_share)
         if any(s < 0 for s in shares) or sum(shares) >= 0.9:
             raise SettingsError("memory_share + recall_share + new_share must be below 0.9")
+        if not 0 < self.compaction_step < 0.5:
+            raise SettingsError("compaction_step must be between 0 and 0.5")
         if not self.upstream.startswith(("http://", "https://")):
             raise SettingsError(f"upstream must be an http(s) URL, not {self.upstream!r}")
         for entry in self.api_key:

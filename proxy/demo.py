@@ -28,11 +28,15 @@ __all__ = ["answer", "demo_upstream"]
 DEMO_MODEL = "hermes-demo"
 _WORD = re.compile(r"[a-z0-9][a-z0-9.+#-]*")
 _STOP = frozenset(
-    "a an and are as at be but by can did do does for from had has have how i in is it its me "
-    "my of on or our remember so that the their them there they this to us was we were what "
-    "when where which who why will with you your again tell know about please".split()
+    (
+        "a an and are as at be but by can did do does for from had has have how i in is it its me "
+        "my of on or our remember so that the their them there they this to us was we were what "
+        "when where which who why will with you your again tell know about please"
+    ).split()
 )
-_QUESTION = re.compile(r"\?\s*$|^(what|who|when|where|which|why|how|do|does|did|is|are|remind)\b", re.I)
+_QUESTION = re.compile(
+    r"\?\s*$|^(what|who|when|where|which|why|how|do|does|did|is|are|remind)\b", re.I
+)
 
 
 def _words(text: str) -> set[str]:
@@ -60,7 +64,9 @@ def answer(messages: list[dict[str, Any]]) -> str:
 
 
 def _footer(messages: list[dict[str, Any]]) -> str:
-    return f"demo model; context: {len(messages)} messages, {prompt_tokens(messages, _COUNTER)} tokens"
+    return (
+        f"demo model; context: {len(messages)} messages, {prompt_tokens(messages, _COUNTER)} tokens"
+    )
 
 
 _COUNTER = TiktokenCounter()
@@ -98,7 +104,12 @@ async def _complete(request: Request) -> Response:
         )
 
     async def frames() -> AsyncIterator[bytes]:
-        base = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": DEMO_MODEL}
+        base = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": DEMO_MODEL,
+        }
         pieces = re.findall(r"\S+\s*", text)
         for i, piece in enumerate(pieces):
             delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
@@ -114,7 +125,10 @@ async def _complete(request: Request) -> Response:
 
 
 async def _models(request: Request) -> Response:
-    data = {"object": "list", "data": [{"id": DEMO_MODEL, "object": "model", "created": 0, "owned_by": "demo"}]}
+    data = {
+        "object": "list",
+        "data": [{"id": DEMO_MODEL, "object": "model", "created": 0, "owned_by": "demo"}],
+    }
     return Response(orjson.dumps(data), media_type="application/json")
 
 

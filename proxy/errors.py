@@ -20,7 +20,6 @@ Handlers raise; :func:`error_response` renders, once, for every route.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import orjson
 from starlette.requests import Request
@@ -133,7 +132,7 @@ def error_body(message: str, type: str, code: str | None = None, param: str | No
 
 def error_frame(error: ProxyError) -> bytes:
     """The SSE frames that end a stream which failed after it started."""
-    body: Any = error.body()
+    body = error.body()
     try:
         parsed = orjson.loads(body)
         if not isinstance(parsed, dict) or "error" not in parsed:

@@ -127,13 +127,22 @@ def replay_as_stream(completion: dict[str, Any]) -> bytes:
         if "tool_calls" in delta:
             delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
         frames.append(
-            {**base, "choices": [{"index": choice.get("index", 0), "delta": delta, "finish_reason": None}]}
+            {
+                **base,
+                "choices": [
+                    {"index": choice.get("index", 0), "delta": delta, "finish_reason": None}
+                ],
+            }
         )
         frames.append(
             {
                 **base,
                 "choices": [
-                    {"index": choice.get("index", 0), "delta": {}, "finish_reason": choice.get("finish_reason")}
+                    {
+                        "index": choice.get("index", 0),
+                        "delta": {},
+                        "finish_reason": choice.get("finish_reason"),
+                    }
                 ],
             }
         )

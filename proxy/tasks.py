@@ -36,10 +36,10 @@ class TaskSet:
         if not task.cancelled() and task.exception() is not None:
             logger.error("background task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def drain(self, timeout: float) -> None:
-        """Wait for running tasks (up to ``timeout``), then cancel what is left."""
+    async def drain(self, grace: float) -> None:
+        """Wait for running tasks (up to ``grace`` seconds), then cancel what is left."""
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
             for task in pending:
                 task.cancel()
             if pending:

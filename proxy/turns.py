@@ -27,21 +27,25 @@ from compaction import (
     TokenCounter,
     build_context,
     message_tokens,
+    plan_eviction,
 )
-from compaction.context import plan_eviction
 from proxy.compactor import Compactor
-from proxy.errors import ContextLengthExceeded, InvalidRequest
+from proxy.errors import ContextLengthExceeded, InvalidRequest, StorageError
 from proxy.live import TAIL, LiveSession, SessionCache
 from proxy.merge import new_messages, split_system
 from proxy.store import SqlStore, TurnCommit
 from proxy.tasks import TaskSet
 
-__all__ = ["Conversations", "Turn", "TurnRequest"]
+__all__ = ["Conversations", "Recall", "Turn", "TurnRequest"]
 
 logger = logging.getLogger("hermes.turns")
 
 # Fields of an assistant message worth storing (``refusal``/``audio`` are not replayed).
 ASSISTANT_KEYS = ("role", "content", "tool_calls", "name")
+
+
+Recall = Callable[[LiveSession, Sequence[Message]], Awaitable[Sequence[Message]]]
+"""Finds archived messages (older than the window) relevant to the new ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +88,12 @@ class Turn:
     def session_id(self) -> str:
         return self.live.id
 
-    def finish(self, assistant: Mapping[str, Any], usage: Mapping[str, Any] | None,
-               response: bytes | None = None) -> None:
+    def finish(
+        self,
+        assistant: Mapping[str, Any],
+        usage: Mapping[str, Any] | None,
+        response: bytes | None = None,
+    ) -> None:
         """Store the answer in the background; the lock is released once it is stored."""
         if self.ended:
             return
@@ -93,6 +101,21 @@ class Turn:
         self.conversations.tasks.spawn(
             self._commit(assistant, usage, response), name=f"commit:{self.session_id}"
         )
+
+    async def commit(
+        self,
+        assistant: Mapping[str, Any],
+        usage: Mapping[str, Any] | None,
+        response: bytes | None = None,
+    ) -> Message:
+        """Store the answer now and return it as stored (for jobs and runs)."""
+        if self.ended:
+            raise RuntimeError("this turn has already ended")
+        self.ended = True
+        answer = await self._commit(assistant, usage, response)
+        if answer is None:
+            raise StorageError("The answer could not be stored.")
+        return answer
 
     def fail(self) -> None:
         """Forget the pending turn in the background, then release the lock."""
@@ -103,7 +126,7 @@ class Turn:
 
     async def _commit(
         self, assistant: Mapping[str, Any], usage: Mapping[str, Any] | None, response: bytes | None
-    ) -> None:
+    ) -> Message | None:
         conv = self.conversations
         try:
             now = time.time()
@@ -139,13 +162,16 @@ class Turn:
             self.live.append(messages)
             if self.system is not None:
                 self.live.system = self.system
-            if plan_eviction(self.live.window, conv.budget, self.live.system_tokens):
+            memory_tokens = conv.renderer.render(self.live.memory).tokens
+            if plan_eviction(self.live.window, conv.budget, self.live.system_tokens, memory_tokens):
                 conv.compactor.request(self.live.tenant, self.live.key, self.live.id)
+            return answer
         except Exception:
             # The answer reached the client but is not stored: the pending turn
             # keeps the question, and the session is reloaded next time.
             logger.exception("storing a turn of session %s failed", self.session_id)
             conv.cache.drop(self.live.tenant, self.live.key)
+            return None
         finally:
             await self._release()
 
@@ -183,6 +209,7 @@ class Conversations:
         self.tasks = tasks
         self.cache = cache
         self.model_alias = model_alias
+        self.recall: Recall | None = None
         self._tool_tokens: dict[bytes, int] = {}
 
     async def replay(self, tenant: str, idempotency_key: str) -> bytes | None:
@@ -282,6 +309,7 @@ class Conversations:
         turn_number = live.last_turn + (1 if any(m.role == "user" for m in new) else 0)
         counted = self._counted(new, turn=max(turn_number, 1), created_at=now)
         counted = [replace(m, seq=live.last_seq + i + 1) for i, m in enumerate(counted)]
+        recalled = await self.recall(live, counted) if self.recall is not None else ()
         try:
             built = build_context(
                 system=system if system is not None else live.system,
@@ -291,6 +319,7 @@ class Conversations:
                 budget=self.budget,
                 renderer=self.renderer,
                 fold=self.extractive.fold,
+                recall=recalled,
                 extra_tokens=self._extra_tokens(request.body),
             )
         except ContextTooLarge as exc:
@@ -305,6 +334,4 @@ class Conversations:
         pending_id = await self.store.begin_turn(
             live.id, [m.to_openai() for m in counted], request.idempotency_key
         )
-        return Turn(
-            self, live, request, counted, system, body, built.tokens, pending_id, release
-        )
+        return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)

@@ -54,7 +54,9 @@ def sqlite_path(url: str) -> str:
 @dataclass
 class _Batch:
     statements: Sequence[Statement]
-    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
     @property
     def shape(self) -> tuple[str, ...]:
@@ -64,7 +66,9 @@ class _Batch:
 @dataclass
 class _Call:
     fn: Callable[[Tx], Awaitable[Any]]
-    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 class _WriterTx:
@@ -93,7 +97,7 @@ class SqliteDatabase:
 
     async def open(self) -> None:
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.path = _prepare_directory(self.path)
         try:
             self._writer = await self._connect()
             await migrate(self._writer)
@@ -103,7 +107,7 @@ class SqliteDatabase:
         self._task = asyncio.create_task(self._run(), name="sqlite-writer")
 
     async def _connect(self) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(str(Path(self.path).expanduser()), isolation_level=None)
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
         conn.row_factory = sqlite3.Row
         for pragma in PRAGMAS:
             await conn.execute(pragma)
@@ -238,6 +242,12 @@ class SqliteDatabase:
         return await job.fn(_WriterTx(conn))
 
 
+def _prepare_directory(path: str) -> str:
+    resolved = Path(path).expanduser()
+    resolved.parent.mkdir(parents=True, exist_ok=True)
+    return str(resolved)
+
+
 def _storage_error(exc: BaseException) -> BaseException:
     if isinstance(exc, sqlite3.Error):
         return StorageError(f"database write failed: {exc}")
@@ -247,9 +257,12 @@ def _storage_error(exc: BaseException) -> BaseException:
 async def migrate(conn: aiosqlite.Connection) -> None:
     """Apply the numbered ``sqlite_*.sql`` migrations not applied yet."""
     await conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL)"
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, applied_at REAL)"
     )
-    applied = {row[0] for row in await conn.execute_fetchall("SELECT version FROM schema_migrations")}
+    applied = {
+        row[0] for row in await conn.execute_fetchall("SELECT version FROM schema_migrations")
+    }
     folder = resources.files("proxy.store") / "migrations"
     scripts = sorted(
         (int(p.name.split("_")[1]), p)

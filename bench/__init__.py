@@ -1,0 +1,1 @@
+"""Benchmarks a user can run; see README."""

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from proxy.app import create_app
+from proxy.app_state import Services
+from proxy.config import Settings
+from tests.fake_upstream import FakeUpstream
+from tests.servers import running
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test sees the developer's OpenAI or hermes settings."""
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "HERMES_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream()
+    with running(fake) as url:
+        fake.url = f"{url}/v1"
+        yield fake
+
+
+@dataclass
+class Proxy:
+    url: str
+    settings: Settings
+    app: Any
+
+    @property
+    def v1(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def services(self) -> Services:
+        svc: Services = self.app.state.services
+        return svc
+
+    def client(self, api_key: str = "none", **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.v1, api_key=api_key, max_retries=0, **kwargs)
+
+    def async_client(self, api_key: str = "none", **kwargs: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.v1, api_key=api_key, max_retries=0, **kwargs)
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until every turn is stored and every compaction has finished."""
+        deadline = time.monotonic() + timeout
+        while len(self.services.tasks):
+            if time.monotonic() > deadline:
+                raise TimeoutError("proxy background work did not finish")
+            time.sleep(0.005)
+
+    def db(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.settings.db)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def transcript(self, key: str, tenant: str = "default") -> list[sqlite3.Row]:
+        self.settle()
+        with self.db() as conn:
+            return conn.execute(
+                "SELECT m.* FROM messages m JOIN sessions s ON s.id = m.session_id "
+                "WHERE s.tenant = ? AND s.key = ? AND s.ended_at IS NULL ORDER BY m.seq",
+                (tenant, key),
+            ).fetchall()
+
+    def pending(self) -> list[sqlite3.Row]:
+        self.settle()
+        with self.db() as conn:
+            return conn.execute("SELECT * FROM pending_turns").fetchall()
+
+
+ProxyFactory = Callable[..., AbstractContextManager[Proxy]]
+
+
+@pytest.fixture
+def make_proxy(tmp_path: Path, upstream: FakeUpstream) -> ProxyFactory:
+    @contextmanager
+    def start(**flags: Any) -> Iterator[Proxy]:
+        flags.setdefault("upstream", upstream.url)
+        flags.setdefault("db", str(tmp_path / "state.db"))
+        flags.setdefault("summarizer", "extractive")
+        settings = Settings.load(flags=flags)
+        app = create_app(settings)
+        with running(app) as url:
+            yield Proxy(url, settings, app)
+
+    return start
+
+
+@pytest.fixture
+def proxy(make_proxy: ProxyFactory) -> Iterator[Proxy]:
+    with make_proxy() as handle:
+        yield handle
