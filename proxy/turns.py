@@ -33,7 +33,7 @@ from proxy.compactor import Compactor
 from proxy.errors import ContextLengthExceeded, InvalidRequest, StorageError
 from proxy.live import TAIL, LiveSession, SessionCache
 from proxy.merge import new_messages, split_system
-from proxy.store import SqlStore, TurnCommit
+from proxy.store import SessionRecord, SqlStore, TurnCommit
 from proxy.tasks import TaskSet
 
 __all__ = ["Conversations", "Recall", "Turn", "TurnRequest"]
@@ -212,34 +212,36 @@ class Conversations:
         self.recall: Recall | None = None
         self._tool_tokens: dict[bytes, int] = {}
 
-    async def replay(self, tenant: str, idempotency_key: str) -> bytes | None:
-        return await self.store.idempotent_response(tenant, idempotency_key)
-
     async def begin(self, request: TurnRequest, incoming: Sequence[Message]) -> Turn | bytes:
         """Start a turn; or, for a retried ``Idempotency-Key``, the stored answer."""
         stack = AsyncExitStack()
         await stack.enter_async_context(self.store.session_lock(request.tenant, request.key))
         try:
-            if request.idempotency_key:
-                stored = await self.replay(request.tenant, request.idempotency_key)
-                if stored is not None:
-                    await stack.aclose()
-                    return stored
-            live = await self._live(request)
-            turn = await self._prepare(request, live, incoming, stack.aclose)
+            opened = await self.store.open_turn(
+                request.tenant,
+                request.key,
+                [m.to_openai() for m in incoming],
+                source=request.source,
+                user_id=request.user_id,
+                idempotency_key=request.idempotency_key,
+            )
+            if opened.replay is not None:
+                await stack.aclose()
+                return opened.replay
+            assert opened.pending_id is not None
+            try:
+                live = await self._live(opened.record)
+                return await self._prepare(request, live, incoming, opened.pending_id, stack.aclose)
+            except BaseException:
+                await self.store.abort_turn(opened.pending_id)
+                raise
         except BaseException:
             await stack.aclose()
             raise
-        return turn
 
-    async def _live(self, request: TurnRequest) -> LiveSession:
-        store = self.store
-        record = await store.live_session(request.tenant, request.key)
-        if record is None:
-            record = await store.create_session(
-                request.tenant, request.key, source=request.source, user_id=request.user_id
-            )
-        cached = self.cache.get(request.tenant, request.key)
+    async def _live(self, record: SessionRecord) -> LiveSession:
+        """The session as a turn needs it: from the cache when still current."""
+        cached = self.cache.get(record.tenant, record.key)
         if (
             cached is not None
             and cached.id == record.id
@@ -247,6 +249,7 @@ class Conversations:
             and cached.version == record.state_version
         ):
             return cached
+        store = self.store
         version, memory = await store.load_memory(record.id)
         window = await store.load_messages(record.id, memory.through_seq)
         tail = window[-TAIL:] if len(window) >= TAIL else await store.load_tail(record.id, TAIL)
@@ -289,6 +292,7 @@ class Conversations:
         request: TurnRequest,
         live: LiveSession,
         incoming: Sequence[Message],
+        pending_id: str,
         release: Callable[[], Awaitable[Any]],
     ) -> Turn:
         system_in, rest = split_system(incoming)
@@ -331,7 +335,4 @@ class Conversations:
         body["messages"] = built.messages
         if body.get("model") in (None, "hermes"):
             body["model"] = self.model_alias
-        pending_id = await self.store.begin_turn(
-            live.id, [m.to_openai() for m in counted], request.idempotency_key
-        )
         return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -20,7 +21,16 @@ from compaction.tokens import text_of
 from proxy.store.database import Database, Row, Tx
 from proxy.store.records import SessionRecord, TurnCommit, encode_system, new_session_id
 
-__all__ = ["CoreStore", "message_from_row", "message_row"]
+__all__ = ["CoreStore", "OpenedTurn", "message_from_row", "message_row"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedTurn:
+    record: SessionRecord
+    pending_id: str | None
+    replay: bytes | None
+    """The stored answer of an earlier request with the same ``Idempotency-Key``."""
+
 
 SESSION_COLUMNS = """
     s.id, s.tenant, s.key, s.source, s.user_id, s.title, s.model, s.system_prompt,
@@ -35,6 +45,7 @@ INSERT_MESSAGE = """
                           tool_call_id, token_count, created_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+EMPTY_MEMORY = Memory().to_json().decode()
 MESSAGE_COLUMNS = (
     "seq, turn, role, content, parts, name, tool_calls, tool_call_id, token_count, created_at"
 )
@@ -193,27 +204,73 @@ class CoreStore:
 
     # -- turns -------------------------------------------------------------
 
-    async def begin_turn(
-        self, session_id: str, messages: Sequence[dict[str, Any]], idempotency_key: str | None
-    ) -> str:
-        """Record the incoming messages as a pending turn, before the upstream call."""
+    async def open_turn(
+        self,
+        tenant: str,
+        key: str,
+        raw_messages: Sequence[Any],
+        *,
+        source: str = "api",
+        user_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> OpenedTurn:
+        """Start a turn in one round trip, before anything is sent upstream.
+
+        Creates the live session if there is none, reads its row (for the
+        caller's cache check) and records the request's messages as a pending
+        turn — unless ``idempotency_key`` already has a stored answer, which
+        is returned instead.
+        """
+        now = time.time()
         pending_id = uuid.uuid4().hex
-        await self.db.write(
-            [
-                (
-                    "INSERT INTO pending_turns (id, session_id, messages, idempotency_key, "
-                    "created_at) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        pending_id,
-                        session_id,
-                        orjson.dumps(messages).decode(),
-                        idempotency_key,
-                        time.time(),
-                    ),
-                )
-            ]
+        live = "FROM sessions WHERE tenant = ? AND key = ? AND ended_at IS NULL"
+        unanswered = ""
+        pending_args: tuple[Any, ...] = (
+            pending_id,
+            orjson.dumps(raw_messages).decode(),
+            idempotency_key,
+            now,
+            tenant,
+            key,
         )
-        return pending_id
+        if idempotency_key is not None:
+            unanswered = " AND NOT EXISTS (SELECT 1 FROM idempotency WHERE tenant = ? AND key = ?)"
+            pending_args += (tenant, idempotency_key)
+        statements: list[tuple[str, Sequence[Any]]] = [
+            (
+                "INSERT INTO sessions (id, tenant, key, source, user_id, started_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, key) WHERE ended_at IS NULL DO NOTHING",
+                (new_session_id(now), tenant, key, source, user_id, now, now),
+            ),
+            (
+                "INSERT INTO session_state (session_id, version, memory, updated_at) "
+                f"SELECT id, 0, ?, ? {live} ON CONFLICT (session_id) DO NOTHING",
+                (EMPTY_MEMORY, now, tenant, key),
+            ),
+            (
+                f"SELECT {SESSION_COLUMNS} FROM {SESSION_FROM} "
+                "WHERE s.tenant = ? AND s.key = ? AND s.ended_at IS NULL",
+                (tenant, key),
+            ),
+            (
+                "INSERT INTO pending_turns (id, session_id, messages, idempotency_key, created_at) "
+                f"SELECT ?, id, ?, ?, ? {live}{unanswered}",
+                pending_args,
+            ),
+        ]
+        if idempotency_key is not None:
+            statements.append(
+                (
+                    "SELECT response FROM idempotency WHERE tenant = ? AND key = ?",
+                    (tenant, idempotency_key),
+                )
+            )
+        results = await self.db.write(statements)
+        record = SessionRecord.from_row(results[2][0])
+        if idempotency_key is not None and results[4]:
+            return OpenedTurn(record, None, results[4][0]["response"].encode())
+        return OpenedTurn(record, pending_id, None)
 
     async def commit_turn(self, turn: TurnCommit) -> None:
         """Store the turn's messages and counters; drop its pending record."""

@@ -45,8 +45,13 @@ class Database(Protocol):
 
     async def fetchone(self, sql: str, args: Sequence[Any] = ()) -> Row | None: ...
 
-    async def write(self, statements: Sequence[Statement]) -> None:
-        """Run the statements atomically, in order."""
+    async def write(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """Run the statements atomically, in order; return each one's rows.
+
+        A batch is data, not code, so a driver can run it in one round trip
+        (rows come from ``SELECT`` and ``RETURNING``). The turn path is built
+        from batches.
+        """
         ...
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
