@@ -75,13 +75,15 @@ class MemoryRenderer:
 
     def __init__(self, counter: TokenCounter, cache_size: int = 4096) -> None:
         self.counter = counter
-        self._cache: dict[Memory, Rendered] = {}
+        # Keyed by identity (a Memory is immutable and hashing one costs its
+        # size); the Memory is kept alongside so its id cannot be reused.
+        self._cache: dict[int, tuple[Memory, Rendered]] = {}
         self._cache_size = cache_size
 
     def render(self, memory: Memory) -> Rendered:
-        cached = self._cache.get(memory)
-        if cached is not None:
-            return cached
+        hit = self._cache.get(id(memory))
+        if hit is not None and hit[0] is memory:
+            return hit[1]
         text = render_memory_text(memory)
         if not text:
             rendered = Rendered(None, 0)
@@ -90,7 +92,7 @@ class MemoryRenderer:
             rendered = Rendered(message, message_tokens(message, self.counter))
         if len(self._cache) >= self._cache_size:
             self._cache.pop(next(iter(self._cache)))
-        self._cache[memory] = rendered
+        self._cache[id(memory)] = (memory, rendered)
         return rendered
 
     def render_recall(self, excerpts: Sequence[Message]) -> Rendered:

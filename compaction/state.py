@@ -36,6 +36,9 @@ class Message:
     seq: int = 0
     turn: int = 0
     created_at: float = 0.0
+    _wire: dict[str, Any] | None = field(
+        default=None, init=False, repr=False, compare=False, hash=False
+    )
 
     @classmethod
     def from_openai(cls, data: Mapping[str, Any], **bookkeeping: Any) -> Message:
@@ -49,6 +52,9 @@ class Message:
         )
 
     def to_openai(self) -> dict[str, Any]:
+        """The message as the OpenAI API takes it. Built once; treat it as read-only."""
+        if self._wire is not None:
+            return self._wire
         message: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.name is not None:
             message["name"] = self.name
@@ -56,6 +62,7 @@ class Message:
             message["tool_calls"] = self.tool_calls
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
+        object.__setattr__(self, "_wire", message)
         return message
 
     def same_as(self, other: Message) -> bool:

@@ -49,13 +49,29 @@ def _encoding() -> tiktoken.Encoding:
 
 
 class TiktokenCounter:
-    """Counts tokens with cl100k_base; special-token text counts as ordinary text."""
+    """Counts tokens with cl100k_base; special-token text counts as ordinary text.
+
+    Short strings (roles, names, ids) recur on every message, so their counts
+    are remembered.
+    """
+
+    SHORT = 32
 
     def __init__(self) -> None:
         self._encode = _encoding().encode_ordinary
+        self._short: dict[str, int] = {}
 
     def count(self, text: str) -> int:
-        return len(self._encode(text)) if text else 0
+        if not text:
+            return 0
+        if len(text) > self.SHORT:
+            return len(self._encode(text))
+        tokens = self._short.get(text)
+        if tokens is None:
+            if len(self._short) > 50_000:
+                self._short.clear()
+            tokens = self._short[text] = len(self._encode(text))
+        return tokens
 
 
 def text_of(content: Any) -> str:

@@ -47,11 +47,10 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def forwarded_headers(request: Request, *, keep_encoding: bool) -> dict[str, str]:
-    headers = {
-        k: v
-        for k, v in request.headers.items()
-        if k not in NOT_FORWARDED and (keep_encoding or k != "accept-encoding")
-    }
+    """The client's headers, minus the proxy's own; bodies the proxy reads come uncompressed."""
+    headers = {k: v for k, v in request.headers.items() if k not in NOT_FORWARDED}
+    if not keep_encoding:
+        headers["accept-encoding"] = "identity"
     headers.update(services(request).upstream.auth_headers(request.headers.get("authorization")))
     return headers
 
@@ -158,7 +157,7 @@ async def create_chat_completion(request: Request) -> Response:
         return RelayResponse(
             relay_turn(turn, response),
             headers={**SSE_HEADERS, **headers},
-            media_type=response.headers.get("content-type", "text/event-stream"),
+            media_type=response.header("content-type", "text/event-stream"),
             on_close=turn.fail,
         )
     try:
@@ -182,7 +181,7 @@ async def create_chat_completion(request: Request) -> Response:
         raw_answer,
         status_code=response.status,
         headers=headers,
-        media_type=response.headers.get("content-type", "application/json"),
+        media_type=response.header("content-type", "application/json"),
     )
 
 
@@ -235,12 +234,11 @@ async def relay(request: Request, path: str, body: bytes | None = None) -> Respo
         body=body or None,
         headers=forwarded_headers(request, keep_encoding=True),
         query=request.url.query,
-        decompress=False,
     )
     return RelayResponse(
         response.chunks(),
         status_code=response.status,
-        headers=response.relay_headers(),
+        header_list=response.relay_headers(),
         on_close=response.close,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -24,10 +24,15 @@ class RelayResponse(StreamingResponse):
         *,
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,
+        header_list: Sequence[tuple[str, str]] = (),
         media_type: str | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(content, status_code=status_code, headers=headers, media_type=media_type)
+        # Relayed headers keep their repeats (Set-Cookie, …), so they go in raw.
+        self.raw_headers.extend(
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in header_list
+        )
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -311,8 +311,16 @@ class Conversations:
             system = tuple(self._counted(system_in))
         now = time.time()
         turn_number = live.last_turn + (1 if any(m.role == "user" for m in new) else 0)
-        counted = self._counted(new, turn=max(turn_number, 1), created_at=now)
-        counted = [replace(m, seq=live.last_seq + i + 1) for i, m in enumerate(counted)]
+        counted = [
+            replace(
+                m,
+                tokens=message_tokens(m.to_openai(), self.counter),
+                turn=max(turn_number, 1),
+                created_at=now,
+                seq=live.last_seq + i + 1,
+            )
+            for i, m in enumerate(new)
+        ]
         recalled = await self.recall(live, counted) if self.recall is not None else ()
         try:
             built = build_context(

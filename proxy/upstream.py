@@ -1,30 +1,27 @@
 """The upstream: one pooled HTTP client, error mapping at the boundary.
 
-The client is aiohttp rather than httpx: on this workload (many small
-requests relayed concurrently) httpx's pool tops out near 200 requests/s at
-concurrency 32 where aiohttp serves about 1,800 on the same machine
-(encode/httpx#3215). Everything the rest of the proxy sees is this module's
-:class:`UpstreamResponse` and the :mod:`proxy.errors` hierarchy.
+Everything the rest of the proxy sees is this module's :class:`UpstreamResponse`
+and the :mod:`proxy.errors` hierarchy; the client itself is
+:class:`proxy.http1.Http1Client` (see there for why it is not aiohttp or httpx).
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
-import aiohttp
 import orjson
-from multidict import CIMultiDict
-from yarl import URL
 
 from proxy.errors import (
-    InvalidRequest,
     UpstreamError,
     UpstreamStatus,
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from proxy.http1 import ConnectionClosed, Http1Client, Http1Response, ProtocolError
 
 __all__ = ["HOP_BY_HOP", "Upstream", "UpstreamResponse"]
 
@@ -46,52 +43,58 @@ HOP_BY_HOP = frozenset(
 
 
 @contextmanager
-def map_errors(what: str) -> Iterator[None]:
-    """Translate aiohttp's and asyncio's exceptions into the proxy's own."""
+def map_errors(what: str, *, started: bool = False) -> Iterator[None]:
+    """Translate connection and timeout errors into the proxy's own.
+
+    ``started``: the response had begun, so a broken connection is a broken
+    response, not an unreachable upstream.
+    """
     try:
         yield
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+    except TimeoutError as exc:
         raise UpstreamTimeout(f"The upstream did not answer in time ({what}).") from exc
-    except aiohttp.InvalidURL as exc:
-        raise InvalidRequest(f"Invalid upstream URL: {exc}") from exc
-    except (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError) as exc:
+    except (ConnectionClosed, ProtocolError) as exc:
+        if started:
+            raise UpstreamError(f"The upstream broke off its response ({what}): {exc}") from exc
+        raise UpstreamUnreachable(f"The upstream closed the connection ({what}): {exc}") from exc
+    except (OSError, ssl.SSLError) as exc:
         raise UpstreamUnreachable(f"The upstream is unreachable ({what}): {exc}") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise UpstreamError(f"The upstream broke off its response ({what}): {exc}") from exc
-    except (aiohttp.ClientError, OSError) as exc:
-        raise UpstreamUnreachable(f"The upstream request failed ({what}): {exc}") from exc
 
 
 class UpstreamResponse:
     """A response whose body has not been read yet. Always :meth:`close` it."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: Http1Response) -> None:
         self._response = response
         self.status = response.status
-        self.headers: Mapping[str, str] = response.headers
+        self.headers = response.headers
 
     @property
     def ok(self) -> bool:
         return self.status < 400
 
-    def relay_headers(self) -> dict[str, str]:
-        return {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+    def header(self, name: str, default: str | None = None) -> str | None:
+        value = self._response.header(name)
+        return default if value is None else value
+
+    def relay_headers(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in self.headers if k.lower() not in HOP_BY_HOP]
 
     async def read(self) -> bytes:
-        with map_errors("reading the response"):
+        with map_errors("reading the response", started=True):
             return await self._response.read()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives, chunk by chunk, unchanged."""
-        with map_errors("streaming the response"):
-            async for chunk in self._response.content.iter_any():
+        with map_errors("streaming the response", started=True):
+            async for chunk in self._response.chunks():
                 yield chunk
 
     async def raise_for_status(self) -> None:
         if not self.ok:
             body = await self.read()
             self.close()
-            raise UpstreamStatus(self.status, body, self.headers.get("content-type"))
+            raise UpstreamStatus(self.status, body, self.header("content-type"))
 
     def close(self) -> None:
         self._response.close()
@@ -112,30 +115,21 @@ class Upstream:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
     ) -> None:
+        parts = urlsplit(base_url.rstrip("/"))
         self.base_url = base_url.rstrip("/")
+        self.base_path = parts.path
         self.api_key = api_key
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect_timeout, sock_read=timeout
+        self._client = Http1Client(
+            f"{parts.scheme}://{parts.netloc}",
+            connect_timeout=connect_timeout,
+            read_timeout=timeout,
         )
-        self._session: aiohttp.ClientSession | None = None
 
     async def open(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
-            auto_decompress=False,
-            skip_auto_headers=("User-Agent",),
-            json_serialize=lambda obj: orjson.dumps(obj).decode(),
-        )
+        pass
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    def url(self, path: str) -> str:
-        return f"{self.base_url}/{path.lstrip('/')}"
+        await self._client.aclose()
 
     def auth_headers(self, client_authorization: str | None) -> dict[str, str]:
         if self.api_key:
@@ -150,20 +144,14 @@ class Upstream:
         path: str,
         *,
         body: bytes | None = None,
-        headers: Mapping[str, str] | CIMultiDict[str] | None = None,
+        headers: Mapping[str, str] | None = None,
         query: str = "",
-        decompress: bool = True,
     ) -> UpstreamResponse:
         """Send a request and return once the response headers arrived."""
-        assert self._session is not None, "upstream client is not open"
+        target = f"{self.base_path}/{path.lstrip('/')}" + (f"?{query}" if query else "")
         with map_errors(f"{method} {path}"):
-            response = await self._session.request(
-                method,
-                URL(self.url(path) + (f"?{query}" if query else ""), encoded=True),
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                auto_decompress=decompress,
+            response = await self._client.request(
+                method, target, list((headers or {}).items()), body
             )
         return UpstreamResponse(response)
 
@@ -175,7 +163,7 @@ class Upstream:
             "POST",
             path,
             body=orjson.dumps(payload),
-            headers={"Content-Type": "application/json", **headers},
+            headers={"Content-Type": "application/json", "Accept-Encoding": "identity", **headers},
         )
         try:
             await response.raise_for_status()

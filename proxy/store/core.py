@@ -8,7 +8,6 @@ PostgreSQL share; a driver translates what it must. Dialect-specific SQL
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -19,7 +18,13 @@ import orjson
 from compaction import Memory, Message
 from compaction.tokens import text_of
 from proxy.store.database import Database, Row, Tx
-from proxy.store.records import SessionRecord, TurnCommit, encode_system, new_session_id
+from proxy.store.records import (
+    SessionRecord,
+    TurnCommit,
+    encode_system,
+    new_pending_id,
+    new_session_id,
+)
 
 __all__ = ["CoreStore", "OpenedTurn", "message_from_row", "message_row"]
 
@@ -222,7 +227,7 @@ class CoreStore:
         is returned instead.
         """
         now = time.time()
-        pending_id = uuid.uuid4().hex
+        pending_id = new_pending_id()
         live = "FROM sessions WHERE tenant = ? AND key = ? AND ended_at IS NULL"
         unanswered = ""
         pending_args: tuple[Any, ...] = (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import secrets
+import itertools
+import os
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,13 +14,25 @@ import orjson
 
 from compaction import Message
 
-__all__ = ["SessionRecord", "TurnCommit", "new_session_id"]
+__all__ = ["SessionRecord", "TurnCommit", "new_pending_id", "new_session_id"]
+
+
+# Ids need to be unique, not secret: a generator seeded once from the OS is
+# enough, and costs nothing per call (the turn path makes one per request).
+_random = random.Random(os.urandom(16))
+_process = f"{_random.getrandbits(48):012x}"
+_counter = itertools.count()
 
 
 def new_session_id(now: float | None = None) -> str:
     """An id like ``20250305_091523_a1b2c3d4``: sortable by time, unique by chance."""
     stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime(time.time() if now is None else now))
-    return f"{stamp}_{secrets.token_hex(4)}"
+    return f"{stamp}_{_random.getrandbits(32):08x}"
+
+
+def new_pending_id() -> str:
+    """A unique id for a pending turn: this process's random tag and a counter."""
+    return f"{_process}-{next(_counter)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +44,7 @@ class SessionRecord:
     user_id: str | None
     title: str | None
     model: str | None
-    system: tuple[Message, ...]
+    system_prompt: str | None
     parent_id: str | None
     started_at: float
     updated_at: float
@@ -53,7 +67,7 @@ class SessionRecord:
             user_id=row["user_id"],
             title=row["title"],
             model=row["model"],
-            system=decode_system(row["system_prompt"]),
+            system_prompt=row["system_prompt"],
             parent_id=row["parent_id"],
             started_at=row["started_at"],
             updated_at=row["updated_at"],
@@ -66,6 +80,11 @@ class SessionRecord:
             compaction_tokens=row["compaction_tokens"],
             state_version=row["state_version"] or 0,
         )
+
+    @property
+    def system(self) -> tuple[Message, ...]:
+        """The system prompt snapshot (decoded on demand: the turn path rarely needs it)."""
+        return decode_system(self.system_prompt)
 
 
 def encode_system(system: Sequence[Message]) -> str | None:
