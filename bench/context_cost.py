@@ -121,7 +121,6 @@ def draw(proxied: list[int], replay: list[int], budget: int) -> None:
     ax.plot(turns, replay, label="full history replayed (stateless client)")
     ax.plot(turns, proxied, label="through hermes-proxy")
     ax.axhline(budget, linestyle="--", linewidth=0.8, color="grey", label=f"budget ({budget})")
-    ax.set_yscale("log")
     ax.set_xlabel("turn")
     ax.set_ylabel("prompt tokens sent upstream")
     ax.set_title("Prompt tokens per turn")

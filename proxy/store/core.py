@@ -271,7 +271,7 @@ class CoreStore:
                     (tenant, idempotency_key),
                 )
             )
-        results = await self.db.write(statements)
+        results = await self.db.write(statements, urgent=True)
         record = SessionRecord.from_row(results[2][0])
         if idempotency_key is not None and results[4]:
             return OpenedTurn(record, None, results[4][0]["response"].encode())

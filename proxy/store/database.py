@@ -45,12 +45,15 @@ class Database(Protocol):
 
     async def fetchone(self, sql: str, args: Sequence[Any] = ()) -> Row | None: ...
 
-    async def write(self, statements: Sequence[Statement]) -> list[list[Row]]:
+    async def write(
+        self, statements: Sequence[Statement], *, urgent: bool = False
+    ) -> list[list[Row]]:
         """Run the statements atomically, in order; return each one's rows.
 
         A batch is data, not code, so a driver can run it in one round trip
         (rows come from ``SELECT`` and ``RETURNING``). The turn path is built
-        from batches.
+        from batches. ``urgent``: a client is waiting on this write; a driver
+        may trade throughput for latency.
         """
         ...
 
