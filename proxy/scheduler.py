@@ -41,6 +41,7 @@ class Scheduler:
     def __init__(self, interval: float, *, max_running: int = MAX_RUNNING) -> None:
         self.interval = interval
         self.max_running = max_running
+        self.grace = STOP_GRACE
         self.ticks = 0
         self._runs = TaskSet()
         self._loop: asyncio.Task[None] | None = None
@@ -61,7 +62,7 @@ class Scheduler:
             self._loop.cancel()
             await asyncio.gather(self._loop, return_exceptions=True)
             self._loop = None
-        await self._runs.drain(STOP_GRACE)
+        await self._runs.drain(self.grace)
 
     @property
     def running(self) -> int:
