@@ -113,7 +113,9 @@ class Jobs:
             changes["anchor_at"] = now
             updated = replace(updated, anchor_at=now)
         if reschedule or updated.enabled != job.enabled:
-            changes["next_run_at"] = _first_run(updated, now) if updated.enabled else None
+            # A new schedule must be valid even on a paused job.
+            first = _first_run(updated, now) if reschedule or updated.enabled else None
+            changes["next_run_at"] = first if updated.enabled else None
         return await self._apply(job, changes, now)
 
     async def pause(self, job: JobRecord) -> JobRecord:

@@ -134,6 +134,9 @@ def test_malformed_bodies_duplicates_and_unknown_jobs(proxy: Proxy) -> None:
     assert "already exists" in error_of(clash, "name")
     bad = api(proxy, "PATCH", "/other", {"schedule": "every"}, expect=400)
     assert "Invalid interval" in error_of(bad, "schedule")
+    api(proxy, "POST", "/other/pause")
+    past = api(proxy, "PATCH", "/other", {"schedule": "2020-01-01T00:00:00"}, expect=400)
+    assert "in the past" in error_of(past, "schedule")
     assert api(proxy, "GET", "/other")["schedule"] == WEEKLY["schedule"]
 
     for method, path in [
@@ -180,6 +183,7 @@ def test_run_now_answers_in_the_session_and_keeps_the_schedule(
 
     after = api(proxy, "GET", f"/{job['id']}")
     assert after["next_run_at"] is None and after["last_status"] == "ok"
+    assert [r.body["model"] for r in upstream.chats] == [proxy.settings.model] * 2
     transcript = proxy.transcript("repo:acme/backend")
     assert [(m["role"], m["content"]) for m in transcript] == [
         ("user", WEEKLY["prompt"]),
@@ -259,3 +263,18 @@ def test_jobs_are_isolated_by_tenant(tmp_path: Path, upstream: FakeUpstream) -> 
             denied = api(proxy, "GET", "", key=key, expect=401)
             assert denied["error"]["code"] == "invalid_api_key"
         api(proxy, "POST", "", {**WEEKLY, "name": "x"}, expect=401)
+
+
+def test_a_job_can_name_its_model_and_a_prompt_too_large_is_an_error_run(
+    tmp_path: Path, upstream: FakeUpstream, clock: FakeClock
+) -> None:
+    with jobs_proxy(tmp_path, upstream, clock, jobs_tick=0, budget=300) as proxy:
+        job = api(proxy, "POST", "", {**WEEKLY, "model": "gpt-4o"}, expect=201)
+        assert api(proxy, "POST", f"/{job['id']}/run", wait="true")["status"] == "ok"
+        assert upstream.chats[-1].body["model"] == "gpt-4o"
+
+        huge = api(proxy, "PATCH", f"/{job['id']}", {"prompt": "word " * 2000})
+        run = api(proxy, "POST", f"/{huge['id']}/run", wait="true")
+        assert run["status"] == "error" and "budget" in run["error"]
+        assert len(upstream.chats) == 1
+        assert api(proxy, "GET", f"/{job['id']}")["last_status"] == "error"
