@@ -186,6 +186,11 @@ class JobStore(CoreStore):
         run — and only succeeds if ``next_run_at`` still holds the value read:
         another scheduler that claimed it first leaves nothing to update.
         """
+        # Most passes find nothing due: answer those from the reader, without
+        # taking the write lock.
+        due = "SELECT 1 FROM jobs WHERE enabled AND next_run_at <= ? LIMIT 1"
+        if await self.db.fetchone(due, (now,)) is None:
+            return []
         select = (
             f"SELECT {JOB_COLUMNS} FROM jobs WHERE enabled AND next_run_at <= ? "
             "ORDER BY next_run_at LIMIT ?"
