@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from starlette.applications import Starlette
@@ -27,7 +28,9 @@ from proxy.chat import create_chat_completion, list_models, passthrough
 from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
+from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
+from proxy.scheduler import Scheduler
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
 from proxy.turns import Conversations
@@ -51,7 +54,10 @@ class Worker(Protocol):
 
 def workers_for(settings: Settings) -> list[Worker]:
     """The background services this configuration runs, started in order."""
-    return []
+    workers: list[Worker] = []
+    if settings.jobs_tick > 0:
+        workers.append(Scheduler(settings.jobs_tick))
+    return workers
 
 
 def budget_of(settings: Settings) -> Budget:
@@ -89,8 +95,16 @@ def summarizer_for(
     return LLMSummarizer(complete, renderer, extractive)
 
 
-def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlette:
-    """Build the proxy. The lifespan opens the store and upstream client and owns the workers."""
+def create_app(
+    settings: Settings,
+    *,
+    store: SqlStore | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """Build the proxy. The lifespan opens the store and upstream client and owns the workers.
+
+    ``clock`` is the time schedules run by; tests pass a fake one.
+    """
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services]]:
@@ -135,10 +149,12 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             compactor=compactor,
             tasks=tasks,
             tenants=settings.tenants,
+            clock=clock,
         )
         # Also on the app, for whoever embeds it (and for tests to observe).
         app.state.services = bundle
         started: list[Worker] = []
+        app.state.workers = started
         try:
             for worker in workers_for(settings):
                 await worker.start(bundle)
@@ -159,6 +175,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             passthrough,
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         ),
+        *job_routes,
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
@@ -25,6 +27,8 @@ class Services:
     compactor: Compactor
     tasks: TaskSet
     tenants: dict[str, str]
+    # The time, in epoch seconds: what schedules run by (tests pass a fake one).
+    clock: Callable[[], float] = time.time
 
 
 def services(request: HTTPConnection) -> Services:

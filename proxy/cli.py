@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import click
 import uvicorn
 
+from proxy.cli_jobs import jobs
 from proxy.config import OPTIONS, Option, Settings, SettingsError
 
 __all__ = ["main"]
@@ -186,6 +187,8 @@ def demo(config_file: str | None, **flags: Any) -> None:
 
     asyncio.run(run_both())
 
+
+main.add_command(jobs)
 
 if __name__ == "__main__":
     main()

@@ -82,6 +82,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("recall_share", float, "Share of the budget for excerpts recalled from the archive."),
     Option("new_share", float, "Share of the budget kept free for new messages."),
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
+    Option("jobs_tick", float, "Seconds between scheduler checks for due jobs; 0 turns it off."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -110,6 +111,7 @@ class Settings:
     recall_share: float = 0.10
     new_share: float = 0.10
     compaction_step: float = 0.05
+    jobs_tick: float = 1.0
     log_level: str = "info"
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
@@ -154,6 +156,8 @@ class Settings:
             raise SettingsError("memory_share + recall_share + new_share must be below 0.9")
         if not 0 < self.compaction_step < 0.5:
             raise SettingsError("compaction_step must be between 0 and 0.5")
+        if self.jobs_tick < 0:
+            raise SettingsError(f"jobs_tick must be 0 (off) or more seconds, not {self.jobs_tick}")
         if not self.upstream.startswith(("http://", "https://")):
             raise SettingsError(f"upstream must be an http(s) URL, not {self.upstream!r}")
         for entry in self.api_key:

@@ -7,9 +7,10 @@ Each feature keeps its queries in a module of its own, as a class extending
 from __future__ import annotations
 
 from proxy.store.core import CoreStore
+from proxy.store.jobs import JobStore
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(CoreStore):
+class SqlStore(JobStore, CoreStore):
     pass
