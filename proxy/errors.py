@@ -7,6 +7,7 @@
     │   └── ContextLengthExceeded   400 context_length_exceeded
     ├── AuthenticationFailed        401 invalid_api_key
     ├── NotFound                    404
+    ├── Conflict                    409
     ├── PayloadTooLarge             413
     ├── StorageError                503 the database failed
     └── UpstreamError               the upstream failed
@@ -27,6 +28,7 @@ from starlette.responses import Response
 
 __all__ = [
     "AuthenticationFailed",
+    "Conflict",
     "ContextLengthExceeded",
     "InvalidRequest",
     "NotFound",
