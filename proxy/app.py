@@ -27,9 +27,14 @@ from proxy.chat import create_chat_completion, list_models, passthrough
 from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
+from proxy.events import EventHub
 from proxy.live import SessionCache
+from proxy.run_worker import RunWorker
+from proxy.runs import Runs
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
+from proxy.threads import Threads
+from proxy.threads_api import thread_routes
 from proxy.turns import Conversations
 from proxy.upstream import Upstream
 
@@ -51,7 +56,7 @@ class Worker(Protocol):
 
 def workers_for(settings: Settings) -> list[Worker]:
     """The background services this configuration runs, started in order."""
-    return []
+    return [RunWorker(settings)]
 
 
 def budget_of(settings: Settings) -> Budget:
@@ -127,6 +132,9 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             cache=cache,
             model_alias=settings.model,
         )
+        # With a shared database other replicas' events arrive by polling (see proxy.events).
+        hub = EventHub(poll_interval=None if own_store.db.dialect == "sqlite" else 1.0)
+        runs = Runs(own_store, Threads(own_store, conversations, hub), hub)
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -135,6 +143,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             compactor=compactor,
             tasks=tasks,
             tenants=settings.tenants,
+            runs=runs,
         )
         # Also on the app, for whoever embeds it (and for tests to observe).
         app.state.services = bundle
@@ -154,6 +163,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
     routes = [
         Route("/v1/chat/completions", create_chat_completion, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        *thread_routes(),
         Route(
             "/v1/{path:path}",
             passthrough,

@@ -8,6 +8,7 @@ from starlette.requests import HTTPConnection
 
 from proxy.compactor import Compactor
 from proxy.config import Settings
+from proxy.runs import Runs
 from proxy.store import SqlStore
 from proxy.tasks import TaskSet
 from proxy.turns import Conversations
@@ -25,6 +26,7 @@ class Services:
     compactor: Compactor
     tasks: TaskSet
     tenants: dict[str, str]
+    runs: Runs
 
 
 def services(request: HTTPConnection) -> Services:

@@ -83,6 +83,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("new_share", float, "Share of the budget kept free for new messages."),
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
+    Option("run_attempts", int, "Upstream attempts per run step before the run ends in error."),
+    Option("run_retry_delay", float, "Seconds before a run step's first retry (doubling after)."),
+    Option(
+        "events_keepalive", float, "Seconds between keep-alive comments on an idle event stream."
+    ),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -111,6 +116,9 @@ class Settings:
     new_share: float = 0.10
     compaction_step: float = 0.05
     log_level: str = "info"
+    run_attempts: int = 5
+    run_retry_delay: float = 1.0
+    events_keepalive: float = 15.0
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
     @classmethod
@@ -156,6 +164,10 @@ class Settings:
             raise SettingsError("compaction_step must be between 0 and 0.5")
         if not self.upstream.startswith(("http://", "https://")):
             raise SettingsError(f"upstream must be an http(s) URL, not {self.upstream!r}")
+        if self.run_attempts < 1:
+            raise SettingsError(f"run_attempts must be at least 1, not {self.run_attempts}")
+        if self.run_retry_delay < 0 or self.events_keepalive <= 0:
+            raise SettingsError("run_retry_delay must be >= 0 and events_keepalive > 0")
         for entry in self.api_key:
             if not entry.split(":", 1)[0]:
                 raise SettingsError("an API key must not be empty")
