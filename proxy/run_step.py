@@ -158,7 +158,7 @@ class StepRunner:
                 if retrying:
                     await asyncio.sleep(min(60.0, self.retry_delay * 2 ** (run.attempt - 1)))
                 return after
-        return await self.runs.finish_step(run, StepResult.from_json(stored))
+        return await self.runs.finish_step(run, StepResult.from_json(stored), step_key(run))
 
     async def _call(self, run: RunRecord, inputs: Sequence[RunInput]) -> bytes:
         key = step_key(run)

@@ -291,14 +291,21 @@ class Runs:
 
         await self.change(run.tenant, run.thread_id, emit)
 
-    async def finish_step(self, run: RunRecord, result: StepResult) -> RunRecord | None:
-        """Report a stored answer and move on: another step, waiting, or completed."""
+    async def finish_step(
+        self, run: RunRecord, result: StepResult, answer_key: str
+    ) -> RunRecord | None:
+        """Report a stored answer and move on: another step, waiting, or completed.
+
+        ``answer_key`` is the idempotency key the answer was stored under, for
+        a replay after a crash; once the step is reported it is not needed.
+        """
         step = run.step
 
         async def finish(t: RunTx) -> RunRecord | None:
             current = await t.run(run.id)
             if current is None or current.step != step:
                 return current  # reported before a crash
+            await t.forget_answer(answer_key)
             t.emit(
                 run.id,
                 "message.completed",

@@ -94,7 +94,8 @@ class Threads:
     async def resolve(self, tenant: str, thread_id: str) -> str:
         """The id of the tenant's thread ``thread_id`` names (exactly or by a unique prefix)."""
         if thread_id == DEFAULT_THREAD:
-            await self.store.insert_thread(tenant, DEFAULT_THREAD, None, {}, time.time())
+            if await self.store.get_thread(tenant, DEFAULT_THREAD) is None:
+                await self.store.insert_thread(tenant, DEFAULT_THREAD, None, {}, time.time())
             return thread_id
         matches = await self.store.threads_with_prefix(tenant, thread_id)
         if thread_id in matches or len(matches) == 1:

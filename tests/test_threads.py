@@ -94,6 +94,7 @@ def test_the_default_thread_exists_without_being_created(
             extra_headers={"X-Hermes-Session-Id": "default"},
         )
         assert upstream.chats[-1].messages[-3]["content"] == "Hello"
+        proxy.settle()  # a chat completion's answer is stored just after it is sent
         transcript = http.get("/threads/default/messages").json()["data"]
         assert [m["role"] for m in transcript] == ["user", "assistant", "user", "assistant"]
 

@@ -211,6 +211,12 @@ class RunTx:
         count: int = rows[0]["n"]
         return count
 
+    async def forget_answer(self, idempotency_key: str) -> None:
+        """Drop a step's stored answer once the step is reported: it is never redone."""
+        await self.tx.execute(
+            "DELETE FROM idempotency WHERE tenant = ? AND key = ?", (self.tenant, idempotency_key)
+        )
+
     async def take_inputs(self, run_id: str, step: int) -> list[RunInput]:
         """Give the pending inputs to ``step``; return all of that step's inputs, in order."""
         await self.tx.execute(
