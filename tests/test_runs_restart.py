@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -16,8 +17,11 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 from starlette.types import Receive, Scope, Send
 
+import proxy.run_worker
+from proxy.runs import Runs
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, Recorded, Reply
 from tests.servers import free_port, running
@@ -62,6 +66,38 @@ def test_a_waiting_run_keeps_waiting_across_a_restart(
         assert len(upstream.chats) == 2
 
 
+def test_a_step_stored_but_not_yet_reported_is_replayed_not_called_again(
+    make_proxy: ProxyFactory, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy stops between storing a step's answer and reporting it: after the
+    restart the stored answer is used, and the upstream is not asked again."""
+    monkeypatch.setattr(proxy.run_worker, "STOP_GRACE", 0.1)
+    reached = threading.Event()
+    report = Runs.finish_step
+
+    async def stop_before_reporting(*args: Any) -> None:
+        reached.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(Runs, "finish_step", stop_before_reporting)
+    with make_proxy() as first, httpx.Client(base_url=first.v1, timeout=20) as http:
+        thread = http.post("/threads").json()["thread_id"]
+        run_id = http.post(f"/threads/{thread}/messages", json={"content": "Hi"}).json()["run_id"]
+        assert reached.wait(15)
+        assert len(http.get(f"/threads/{thread}/messages").json()["data"]) == 2
+    monkeypatch.setattr(Runs, "finish_step", report)
+    with make_proxy() as second, httpx.Client(base_url=second.v1, timeout=20) as http:
+        run = wait_for_status(http, thread, run_id, "completed")
+        with EventStream(http, f"/threads/{thread}/events") as stream:
+            events = stream.until(terminal(run_id))
+        transcript = http.get(f"/threads/{thread}/messages").json()["data"]
+    assert (run["step"], len(upstream.chats), len(transcript)) == (1, 1, 2)
+    (completed,) = [e for e in events if e.type == "message.completed"]
+    assert completed.data["message"]["content"] == transcript[1]["content"]
+    with second.db() as db:
+        assert db.execute("SELECT COUNT(*) FROM idempotency").fetchone()[0] == 0
+
+
 class StallingUpstream:
     """A :class:`FakeUpstream` whose second chat call never answers: it is held until the
     client (the proxy, killed meanwhile) goes away."""
@@ -94,14 +130,15 @@ class StallingUpstream:
 
 
 @contextmanager
-def served(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+def served(args: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """``hermes-proxy serve`` in a subprocess; yields once it answers /healthz."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy", "serve", "--port", str(port), *args],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with log.open("ab") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--port", str(port), *args],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -111,15 +148,13 @@ def served(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
             except httpx.TransportError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"proxy did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
+                raise RuntimeError(f"proxy did not start:\n{log.read_text()}")
             time.sleep(0.05)
         yield process
     finally:
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=30)
-        assert process.stderr is not None
-        process.stderr.close()
 
 
 def test_a_run_killed_mid_step_resumes_without_replaying_or_losing_anything(
@@ -129,11 +164,12 @@ def test_a_run_killed_mid_step_resumes_without_replaying_or_losing_anything(
     fake.script.append(Reply(content="Step one: I drafted the storyboard.", chunk_delay=0.15))
     fake.responder = lambda _: Reply(content="Step two: shortened to 30 seconds.")
     db = tmp_path / "state.db"
+    log = tmp_path / "proxy.log"
     with running(StallingUpstream(fake)) as upstream_url:
         port = free_port()
         base = f"http://127.0.0.1:{port}/v1"
         args = ["--db", str(db), "--upstream", f"{upstream_url}/v1", "--summarizer", "extractive"]
-        with served(args, port) as first, httpx.Client(base_url=base, timeout=20) as http:
+        with served(args, port, log) as first, httpx.Client(base_url=base, timeout=20) as http:
             thread = http.post("/threads").json()["thread_id"]
             url = f"/threads/{thread}/events"
             run_id = http.post(
@@ -157,7 +193,7 @@ def test_a_run_killed_mid_step_resumes_without_replaying_or_losing_anything(
             assert conn.execute("SELECT status FROM runs").fetchall() == [("running",)]
             assert conn.execute("SELECT COUNT(*) FROM pending_turns").fetchone() == (1,)
 
-        with served(args, port), httpx.Client(base_url=base, timeout=20) as http:
+        with served(args, port, log), httpx.Client(base_url=base, timeout=20) as http:
             run = wait_for_status(http, thread, run_id, "completed", "error")
             assert (run["status"], run["step"]) == ("completed", 2)
             last_seen = before_kill[-1].id
