@@ -28,11 +28,16 @@ from proxy.chat import create_chat_completion, list_models, passthrough
 from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
+from proxy.events import EventHub
 from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
+from proxy.run_worker import RunWorker
+from proxy.runs import Runs
 from proxy.scheduler import Scheduler
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
+from proxy.threads import Threads
+from proxy.threads_api import thread_routes
 from proxy.turns import Conversations
 from proxy.upstream import Upstream
 
@@ -54,7 +59,7 @@ class Worker(Protocol):
 
 def workers_for(settings: Settings) -> list[Worker]:
     """The background services this configuration runs, started in order."""
-    workers: list[Worker] = []
+    workers: list[Worker] = [RunWorker(settings)]
     if settings.jobs_tick > 0:
         workers.append(Scheduler(settings.jobs_tick))
     return workers
@@ -141,6 +146,9 @@ def create_app(
             cache=cache,
             model_alias=settings.model,
         )
+        # With a shared database other replicas' events arrive by polling (see proxy.events).
+        hub = EventHub(poll_interval=None if own_store.db.dialect == "sqlite" else 1.0)
+        runs = Runs(own_store, Threads(own_store, conversations, hub), hub)
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -149,6 +157,7 @@ def create_app(
             compactor=compactor,
             tasks=tasks,
             tenants=settings.tenants,
+            runs=runs,
             clock=clock,
         )
         # Also on the app, for whoever embeds it (and for tests to observe).
@@ -170,6 +179,7 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", create_chat_completion, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        *thread_routes(),
         Route(
             "/v1/{path:path}",
             passthrough,

@@ -10,6 +10,7 @@ from starlette.requests import HTTPConnection
 
 from proxy.compactor import Compactor
 from proxy.config import Settings
+from proxy.runs import Runs
 from proxy.store import SqlStore
 from proxy.tasks import TaskSet
 from proxy.turns import Conversations
@@ -27,6 +28,7 @@ class Services:
     compactor: Compactor
     tasks: TaskSet
     tenants: dict[str, str]
+    runs: Runs
     # The time, in epoch seconds: what schedules run by (tests pass a fake one).
     clock: Callable[[], float] = time.time
 

@@ -30,7 +30,7 @@ from proxy.errors import ProxyError
 from proxy.jobs import JobRunner, Jobs, job_json
 from proxy.schedules import ScheduleError, zone
 from proxy.store import SqlStore, open_store
-from proxy.store.jobs import JobRecord, RunRecord
+from proxy.store.jobs import JobRecord, JobRunRecord
 
 __all__ = ["jobs"]
 
@@ -92,7 +92,7 @@ def echo_job(job: JobRecord) -> None:
     click.echo(f"  prompt:    {job.prompt}")
 
 
-def echo_run(run: RunRecord, timezone: str) -> None:
+def echo_run(run: JobRunRecord, timezone: str) -> None:
     took = f"{run.finished_at - run.started_at:.1f}s" if run.finished_at else "…"
     tokens = f"{run.input_tokens or 0}+{run.output_tokens or 0} tokens"
     click.echo(f"  #{run.id} {local(run.started_at, timezone)} {run.reason} {run.status} {took}")
@@ -168,9 +168,9 @@ def add(
 def show(config_file: str | None, db: str | None, tenant: str, job: str, runs: int) -> None:
     """Show a job (by name or id) and its recent runs."""
 
-    async def work(store: SqlStore) -> tuple[JobRecord, list[RunRecord]]:
+    async def work(store: SqlStore) -> tuple[JobRecord, list[JobRunRecord]]:
         found = await Jobs(store, time.time).get(tenant, job)
-        return found, await store.list_runs(found.id, runs)
+        return found, await store.list_job_runs(found.id, runs)
 
     found, history = with_store(settings_for(config_file, db=db), work)
     echo_job(found)
@@ -257,7 +257,7 @@ async def _queue(store: SqlStore, tenant: str, ref: str) -> None:
     await store.update_job(found.id, {"next_run_at": now}, now)
 
 
-async def _run_here(settings: Settings, tenant: str, ref: str) -> RunRecord:
+async def _run_here(settings: Settings, tenant: str, ref: str) -> JobRunRecord:
     from proxy.app import create_app
 
     app = create_app(settings)

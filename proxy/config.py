@@ -84,6 +84,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
     Option("jobs_tick", float, "Seconds between scheduler checks for due jobs; 0 turns it off."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
+    Option("run_attempts", int, "Upstream attempts per run step before the run ends in error."),
+    Option("run_retry_delay", float, "Seconds before a run step's first retry (doubling after)."),
+    Option(
+        "events_keepalive", float, "Seconds between keep-alive comments on an idle event stream."
+    ),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -113,6 +118,9 @@ class Settings:
     compaction_step: float = 0.05
     jobs_tick: float = 1.0
     log_level: str = "info"
+    run_attempts: int = 5
+    run_retry_delay: float = 1.0
+    events_keepalive: float = 15.0
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
     @classmethod
@@ -160,6 +168,10 @@ class Settings:
             raise SettingsError(f"jobs_tick must be 0 (off) or more seconds, not {self.jobs_tick}")
         if not self.upstream.startswith(("http://", "https://")):
             raise SettingsError(f"upstream must be an http(s) URL, not {self.upstream!r}")
+        if self.run_attempts < 1:
+            raise SettingsError(f"run_attempts must be at least 1, not {self.run_attempts}")
+        if self.run_retry_delay < 0 or self.events_keepalive <= 0:
+            raise SettingsError("run_retry_delay must be >= 0 and events_keepalive > 0")
         for entry in self.api_key:
             if not entry.split(":", 1)[0]:
                 raise SettingsError("an API key must not be empty")

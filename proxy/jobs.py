@@ -24,7 +24,7 @@ from proxy.errors import Conflict, InvalidRequest, NotFound, ProxyError, Upstrea
 from proxy.oneshot import complete_turn
 from proxy.schedules import Schedule, ScheduleError, UnknownTimezone, parse_schedule, zone
 from proxy.store import SqlStore
-from proxy.store.jobs import JobRecord, RunRecord, new_job_id
+from proxy.store.jobs import JobRecord, JobRunRecord, new_job_id
 from proxy.turns import Conversations, TurnRequest
 from proxy.upstream import Upstream
 
@@ -211,7 +211,7 @@ def job_json(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def run_json(run: RunRecord) -> dict[str, Any]:
+def run_json(run: JobRunRecord) -> dict[str, Any]:
     usage = None
     if run.input_tokens is not None or run.output_tokens is not None:
         prompt, completion = run.input_tokens or 0, run.output_tokens or 0
@@ -266,7 +266,7 @@ class JobRunner:
         self.upstream = upstream
         self.clock = clock
 
-    async def execute(self, job: JobRecord, run: RunRecord) -> RunRecord:
+    async def execute(self, job: JobRecord, run: JobRunRecord) -> JobRunRecord:
         request = TurnRequest(
             tenant=job.tenant,
             key=job.session_key,
@@ -294,7 +294,7 @@ class JobRunner:
             output_tokens=result.output_tokens,
         )
 
-    async def _failed(self, job: JobRecord, run: RunRecord, error: str) -> RunRecord:
+    async def _failed(self, job: JobRecord, run: JobRunRecord, error: str) -> JobRunRecord:
         session = await self.store.live_session(job.tenant, job.session_key)
         return await self.store.finish_run(
             run,

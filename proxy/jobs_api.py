@@ -116,7 +116,7 @@ async def list_runs(request: Request) -> Response:
     limit = _int_param(request, "limit", 20)
     if limit is None or not 1 <= limit <= MAX_RUNS_PAGE:
         raise InvalidRequest(f"'limit' must be between 1 and {MAX_RUNS_PAGE}.", param="limit")
-    runs = await svc.store.list_runs(job.id, limit + 1, _int_param(request, "before", None))
+    runs = await svc.store.list_job_runs(job.id, limit + 1, _int_param(request, "before", None))
     return _json(
         {
             "object": "list",

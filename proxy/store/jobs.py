@@ -16,7 +16,7 @@ from typing import Any
 from proxy.store.core import CoreStore
 from proxy.store.database import Row, Tx
 
-__all__ = ["JobRecord", "JobStore", "RunRecord", "new_job_id"]
+__all__ = ["JobRecord", "JobStore", "JobRunRecord", "new_job_id"]
 
 # Run history kept per job; older runs are pruned as new ones finish.
 KEEP_RUNS = 500
@@ -74,7 +74,7 @@ class JobRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRecord:
+class JobRunRecord:
     id: int
     job_id: str
     tenant: str
@@ -90,7 +90,7 @@ class RunRecord:
     error: str | None
 
     @classmethod
-    def from_row(cls, row: Row) -> RunRecord:
+    def from_row(cls, row: Row) -> JobRunRecord:
         return cls(**{f.name: row[f.name] for f in fields(cls)})
 
 
@@ -178,7 +178,7 @@ class JobStore(CoreStore):
 
     async def claim_due(
         self, now: float, limit: int, next_run: NextRun
-    ) -> list[tuple[JobRecord, RunRecord]]:
+    ) -> list[tuple[JobRecord, JobRunRecord]]:
         """Claim up to ``limit`` jobs due at ``now`` and open a run for each.
 
         A claim moves ``next_run_at`` to the first occurrence after ``now`` —
@@ -199,7 +199,7 @@ class JobStore(CoreStore):
             # Replicas skip the rows another one is claiming instead of queueing on them.
             select += " FOR UPDATE SKIP LOCKED"
 
-        async def claim(tx: Tx) -> list[tuple[JobRecord, RunRecord]]:
+        async def claim(tx: Tx) -> list[tuple[JobRecord, JobRunRecord]]:
             claimed = []
             for row in await tx.fetchall(select, (now, limit)):
                 job = JobRecord.from_row(row)
@@ -215,10 +215,10 @@ class JobStore(CoreStore):
 
         return await self.db.transact(claim)
 
-    async def start_run(self, job: JobRecord, now: float) -> RunRecord:
+    async def start_run(self, job: JobRecord, now: float) -> JobRunRecord:
         """Open a run of ``job`` outside its schedule (run now)."""
 
-        async def start(tx: Tx) -> RunRecord:
+        async def start(tx: Tx) -> JobRunRecord:
             await tx.execute(
                 "UPDATE jobs SET last_run_at = ?, updated_at = ? WHERE id = ?", (now, now, job.id)
             )
@@ -229,17 +229,17 @@ class JobStore(CoreStore):
     @staticmethod
     async def _insert_run(
         tx: Tx, job: JobRecord, reason: str, scheduled_for: float | None, now: float
-    ) -> RunRecord:
+    ) -> JobRunRecord:
         rows = await tx.fetchall(
             "INSERT INTO job_runs (job_id, tenant, reason, scheduled_for, status, started_at) "
             f"VALUES (?, ?, ?, ?, 'running', ?) RETURNING {RUN_COLUMNS}",
             (job.id, job.tenant, reason, scheduled_for, now),
         )
-        return RunRecord.from_row(rows[0])
+        return JobRunRecord.from_row(rows[0])
 
     async def finish_run(
         self,
-        run: RunRecord,
+        run: JobRunRecord,
         *,
         status: str,
         finished_at: float,
@@ -248,7 +248,7 @@ class JobStore(CoreStore):
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         error: str | None = None,
-    ) -> RunRecord:
+    ) -> JobRunRecord:
         """Record how a run ended, and prune the job's oldest runs."""
         statements: Sequence[tuple[str, Sequence[Any]]] = [
             (
@@ -273,16 +273,16 @@ class JobStore(CoreStore):
             ),
         ]
         await self.db.write(statements)
-        found = await self.get_run(run.id)
+        found = await self.get_job_run(run.id)
         return found if found is not None else run
 
-    async def get_run(self, run_id: int) -> RunRecord | None:
+    async def get_job_run(self, run_id: int) -> JobRunRecord | None:
         row = await self.db.fetchone(f"SELECT {RUN_COLUMNS} FROM job_runs WHERE id = ?", (run_id,))
-        return RunRecord.from_row(row) if row else None
+        return JobRunRecord.from_row(row) if row else None
 
-    async def list_runs(
+    async def list_job_runs(
         self, job_id: str, limit: int = 20, before: int | None = None
-    ) -> list[RunRecord]:
+    ) -> list[JobRunRecord]:
         """A job's runs, newest first; ``before`` (a run id) pages back."""
         sql = f"SELECT {RUN_COLUMNS} FROM job_runs WHERE job_id = ?"
         args: tuple[Any, ...] = (job_id,)
@@ -290,7 +290,7 @@ class JobStore(CoreStore):
             sql += " AND id < ?"
             args += (before,)
         rows = await self.db.fetchall(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
-        return [RunRecord.from_row(row) for row in rows]
+        return [JobRunRecord.from_row(row) for row in rows]
 
     async def interrupt_runs(self, started_before: float, now: float) -> int:
         """Close runs left ``running`` by a process that stopped before finishing them."""

@@ -6,11 +6,12 @@ Each feature keeps its queries in a module of its own, as a class extending
 
 from __future__ import annotations
 
-from proxy.store.core import CoreStore
 from proxy.store.jobs import JobStore
+from proxy.store.runs import RunStore
+from proxy.store.threads import ThreadStore
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(JobStore, CoreStore):
+class SqlStore(RunStore, ThreadStore, JobStore):
     pass
