@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -31,9 +32,11 @@ from proxy.errors import NotFound, ProxyError, error_response
 from proxy.events import EventHub
 from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
+from proxy.metrics import StatusCounter, metrics_endpoint
 from proxy.run_worker import RunWorker
 from proxy.runs import Runs
 from proxy.scheduler import Scheduler
+from proxy.stats import HttpStats
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
 from proxy.threads import Threads
@@ -176,6 +179,7 @@ def create_app(
             await upstream.close()
             await own_store.close()
 
+    http_stats = HttpStats()
     routes = [
         Route("/v1/chat/completions", create_chat_completion, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
@@ -187,9 +191,11 @@ def create_app(
         ),
         *job_routes,
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint(http_stats), methods=["GET"]),
     ]
     return Starlette(
         routes=routes,
+        middleware=[Middleware(StatusCounter, stats=http_stats)],
         lifespan=lifespan,
         exception_handlers={
             Exception: error_response,

@@ -150,8 +150,10 @@ async def create_chat_completion(request: Request) -> Response:
             headers=forwarded_headers(request, keep_encoding=False),
         )
         await response.raise_for_status()
-    except BaseException:
+    except BaseException as exc:
         turn.fail()
+        if isinstance(exc, UpstreamError):
+            svc.conversations.stats.upstream_errors[type(exc).__name__] += 1
         raise
     if stream:
         return RelayResponse(
@@ -194,6 +196,7 @@ async def relay_turn(turn: Turn, response: UpstreamResponse) -> AsyncIterator[by
             yield chunk
     except UpstreamError as exc:
         turn.fail()
+        turn.conversations.stats.upstream_errors["UpstreamStreamBroken"] += 1
         yield error_frame(exc)
         return
     finally:

@@ -55,6 +55,9 @@ class SessionCache:
         self.size = size
         self._items: OrderedDict[tuple[str, str], LiveSession] = OrderedDict()
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def get(self, tenant: str, key: str) -> LiveSession | None:
         live = self._items.get((tenant, key))
         if live is not None:

@@ -33,6 +33,7 @@ from proxy.compactor import Compactor
 from proxy.errors import ContextLengthExceeded, InvalidRequest, StorageError
 from proxy.live import TAIL, LiveSession, SessionCache
 from proxy.merge import new_messages, split_system
+from proxy.stats import TurnStats
 from proxy.store import SessionRecord, SqlStore, TurnCommit
 from proxy.tasks import TaskSet
 
@@ -160,6 +161,8 @@ class Turn:
                 )
             )
             self.live.append(messages)
+            conv.stats.committed += 1
+            conv.stats.context_tokens += self.context_tokens
             if self.system is not None:
                 self.live.system = self.system
             memory_tokens = conv.renderer.render(self.live.memory).tokens
@@ -176,6 +179,7 @@ class Turn:
             await self._release()
 
     async def _abort(self) -> None:
+        self.conversations.stats.failed += 1
         try:
             await self.conversations.store.abort_turn(self.pending_id)
         except Exception:
@@ -210,6 +214,7 @@ class Conversations:
         self.cache = cache
         self.model_alias = model_alias
         self.recall: Recall | None = None
+        self.stats = TurnStats()
         self._tool_tokens: dict[bytes, int] = {}
 
     async def begin(self, request: TurnRequest, incoming: Sequence[Message]) -> Turn | bytes:
@@ -227,8 +232,10 @@ class Conversations:
             )
             if opened.replay is not None:
                 await stack.aclose()
+                self.stats.replayed += 1
                 return opened.replay
             assert opened.pending_id is not None
+            self.stats.started += 1
             try:
                 live = await self._live(opened.record)
                 return await self._prepare(request, live, incoming, opened.pending_id, stack.aclose)
