@@ -28,6 +28,8 @@ from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
 from proxy.live import SessionCache
+from proxy.resets import AutoReset, Resetter
+from proxy.sessions_api import SESSION_ROUTES
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
 from proxy.turns import Conversations
@@ -127,6 +129,10 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             cache=cache,
             model_alias=settings.model,
         )
+        conversations.auto_reset = AutoReset(
+            Resetter(own_store, compactor.summarizer, budget, cache=cache),
+            settings.reset_policies,
+        )
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -160,6 +166,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         ),
         Route("/healthz", healthz, methods=["GET"]),
+        *SESSION_ROUTES,
     ]
     return Starlette(
         routes=routes,

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import click
 import uvicorn
 
+from proxy.cli_chat import chat
+from proxy.cli_sessions import sessions
 from proxy.config import OPTIONS, Option, Settings, SettingsError
 
 __all__ = ["main"]
@@ -186,6 +188,9 @@ def demo(config_file: str | None, **flags: Any) -> None:
 
     asyncio.run(run_both())
 
+
+main.add_command(sessions)
+main.add_command(chat)
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from proxy.reset_policy import ResetPolicies, parse_policies
+
 __all__ = ["OPTIONS", "Option", "Settings", "SettingsError"]
 
 
@@ -83,6 +85,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("new_share", float, "Share of the budget kept free for new messages."),
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
+    Option(
+        "reset_policy",
+        _list,
+        "Auto-reset per source: SOURCE=idle:MIN|daily:HOUR|both:MIN:HOUR|none (* = others).",
+    ),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -111,6 +118,7 @@ class Settings:
     new_share: float = 0.10
     compaction_step: float = 0.05
     log_level: str = "info"
+    reset_policy: tuple[str, ...] = ()
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
     @classmethod
@@ -159,6 +167,15 @@ class Settings:
         for entry in self.api_key:
             if not entry.split(":", 1)[0]:
                 raise SettingsError("an API key must not be empty")
+        try:
+            parse_policies(self.reset_policy)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+
+    @property
+    def reset_policies(self) -> ResetPolicies:
+        """Automatic reset policies by session source (see :mod:`proxy.reset_policy`)."""
+        return parse_policies(self.reset_policy)
 
     @property
     def tenants(self) -> dict[str, str]:

@@ -29,10 +29,12 @@ from compaction import (
     message_tokens,
     plan_eviction,
 )
+from compaction.tokens import REPLY_PRIMING
 from proxy.compactor import Compactor
 from proxy.errors import ContextLengthExceeded, InvalidRequest, StorageError
 from proxy.live import TAIL, LiveSession, SessionCache
 from proxy.merge import new_messages, split_system
+from proxy.resets import AutoReset
 from proxy.store import SqlStore, TurnCommit
 from proxy.tasks import TaskSet
 
@@ -72,6 +74,7 @@ class Turn:
         context_tokens: int,
         pending_id: str,
         release: Callable[[], Awaitable[Any]],
+        history_floor: int = 0,
     ) -> None:
         self.conversations = conversations
         self.live = live
@@ -82,6 +85,7 @@ class Turn:
         self.context_tokens = context_tokens
         self.pending_id = pending_id
         self._release = release
+        self.history_floor = history_floor
         self.ended = False
 
     @property
@@ -157,6 +161,8 @@ class Turn:
                     output_tokens=int(usage.get("completion_tokens") or answer.tokens),
                     updated_at=now,
                     idempotency=idempotency,
+                    sent_tokens=self.context_tokens,
+                    history_floor=self.history_floor,
                 )
             )
             self.live.append(messages)
@@ -210,6 +216,7 @@ class Conversations:
         self.cache = cache
         self.model_alias = model_alias
         self.recall: Recall | None = None
+        self.auto_reset: AutoReset | None = None
         self._tool_tokens: dict[bytes, int] = {}
 
     async def replay(self, tenant: str, idempotency_key: str) -> bytes | None:
@@ -225,8 +232,13 @@ class Conversations:
                 if stored is not None:
                     await stack.aclose()
                     return stored
-            live = await self._live(request)
-            turn = await self._prepare(request, live, incoming, stack.aclose)
+            for _attempt in range(3):
+                live = await self._live(request)
+                turn = await self._prepare(request, live, incoming, stack.aclose)
+                if turn is not None:
+                    break
+            else:
+                raise StorageError("The session kept being reset while this turn started.")
         except BaseException:
             await stack.aclose()
             raise
@@ -235,6 +247,8 @@ class Conversations:
     async def _live(self, request: TurnRequest) -> LiveSession:
         store = self.store
         record = await store.live_session(request.tenant, request.key)
+        if record is not None and self.auto_reset is not None:
+            record = await self.auto_reset(record)
         if record is None:
             record = await store.create_session(
                 request.tenant, request.key, source=request.source, user_id=request.user_id
@@ -290,7 +304,8 @@ class Conversations:
         live: LiveSession,
         incoming: Sequence[Message],
         release: Callable[[], Awaitable[Any]],
-    ) -> Turn:
+    ) -> Turn | None:
+        """The turn, or ``None`` if the session ended meanwhile (reset elsewhere)."""
         system_in, rest = split_system(incoming)
         new = new_messages(live.tail, rest)
         if not new:
@@ -310,9 +325,11 @@ class Conversations:
         counted = self._counted(new, turn=max(turn_number, 1), created_at=now)
         counted = [replace(m, seq=live.last_seq + i + 1) for i, m in enumerate(counted)]
         recalled = await self.recall(live, counted) if self.recall is not None else ()
+        extra_tokens = self._extra_tokens(request.body)
+        system_now = system if system is not None else live.system
         try:
             built = build_context(
-                system=system if system is not None else live.system,
+                system=system_now,
                 memory=live.memory,
                 window=live.window,
                 new=counted,
@@ -320,7 +337,7 @@ class Conversations:
                 renderer=self.renderer,
                 fold=self.extractive.fold,
                 recall=recalled,
-                extra_tokens=self._extra_tokens(request.body),
+                extra_tokens=extra_tokens,
             )
         except ContextTooLarge as exc:
             raise ContextLengthExceeded(str(exc), param="messages") from exc
@@ -334,4 +351,11 @@ class Conversations:
         pending_id = await self.store.begin_turn(
             live.id, [m.to_openai() for m in counted], request.idempotency_key
         )
-        return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)
+        if pending_id is None:
+            self.cache.drop(live.tenant, live.key)
+            return None
+        # What this turn would cost beside the transcript if the client replayed it all.
+        floor = REPLY_PRIMING + extra_tokens + sum(m.tokens for m in (*system_now, *counted))
+        return Turn(
+            self, live, request, counted, system, body, built.tokens, pending_id, release, floor
+        )

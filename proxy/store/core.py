@@ -195,25 +195,32 @@ class CoreStore:
 
     async def begin_turn(
         self, session_id: str, messages: Sequence[dict[str, Any]], idempotency_key: str | None
-    ) -> str:
-        """Record the incoming messages as a pending turn, before the upstream call."""
+    ) -> str | None:
+        """Record the incoming messages as a pending turn, before the upstream call.
+
+        ``None`` when the session has ended meanwhile (reset by another
+        process): the caller reloads the live session and starts again. A reset
+        refuses to end a session with a pending turn, so between the two no
+        turn is ever stored in an ended session.
+        """
         pending_id = uuid.uuid4().hex
-        await self.db.write(
-            [
+
+        async def insert(tx: Tx) -> int:
+            return await tx.execute(
+                "INSERT INTO pending_turns (id, session_id, messages, idempotency_key, "
+                "created_at) SELECT ?, ?, ?, ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM sessions WHERE id = ? AND ended_at IS NULL)",
                 (
-                    "INSERT INTO pending_turns (id, session_id, messages, idempotency_key, "
-                    "created_at) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        pending_id,
-                        session_id,
-                        orjson.dumps(messages).decode(),
-                        idempotency_key,
-                        time.time(),
-                    ),
-                )
-            ]
-        )
-        return pending_id
+                    pending_id,
+                    session_id,
+                    orjson.dumps(messages).decode(),
+                    idempotency_key,
+                    time.time(),
+                    session_id,
+                ),
+            )
+
+        return pending_id if await self.db.transact(insert) else None
 
     async def commit_turn(self, turn: TurnCommit) -> None:
         """Store the turn's messages and counters; drop its pending record."""
@@ -221,13 +228,18 @@ class CoreStore:
         statements: list[tuple[str, Sequence[Any]]] = [
             (INSERT_MESSAGE, message_row(turn.session_id, m)) for m in turn.messages
         ]
+        # SET expressions all read the row as it was: full_tokens adds the
+        # transcript as it stood before this turn.
         statements.append(
             (
                 "UPDATE sessions SET last_seq = ?, last_turn = ?, "
                 "message_count = message_count + ?, input_tokens = input_tokens + ?, "
                 "output_tokens = output_tokens + ?, updated_at = ?, "
                 "model = COALESCE(?, model), "
-                "system_prompt = CASE WHEN ? THEN ? ELSE system_prompt END WHERE id = ?",
+                "system_prompt = CASE WHEN ? THEN ? ELSE system_prompt END, "
+                "sent_tokens = sent_tokens + ?, "
+                "full_tokens = full_tokens + ? + transcript_tokens, "
+                "transcript_tokens = transcript_tokens + ? WHERE id = ?",
                 (
                     last.seq,
                     last.turn,
@@ -238,6 +250,9 @@ class CoreStore:
                     turn.model,
                     turn.system is not None,
                     encode_system(turn.system or ()),
+                    turn.sent_tokens,
+                    turn.history_floor,
+                    sum(m.tokens for m in turn.messages),
                     turn.session_id,
                 ),
             )

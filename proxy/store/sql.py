@@ -6,10 +6,12 @@ Each feature keeps its queries in a module of its own, as a class extending
 
 from __future__ import annotations
 
-from proxy.store.core import CoreStore
+from proxy.store.archive import SessionArchive
+from proxy.store.search import SessionSearch
+from proxy.store.sessions import SessionAdmin
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(CoreStore):
+class SqlStore(SessionAdmin, SessionSearch, SessionArchive):
     pass
