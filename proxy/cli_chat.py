@@ -17,13 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import click
-import httpx
 
 from proxy.config import OPTIONS, Settings, SettingsError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["chat"]
 
@@ -138,6 +140,8 @@ def proxy_url(settings: Settings, url: str | None, in_process: bool) -> Iterator
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     running = f"http://{host}:{settings.port}"
     if not in_process:
+        import httpx
+
         try:
             if httpx.get(f"{running}/healthz", timeout=0.5).status_code == 200:
                 yield running
@@ -197,6 +201,8 @@ def chat(
     **flags: Any,
 ) -> None:
     """Chat in the terminal through the proxy, with the session's memory."""
+    # Imported here, not at the top: every other command starts faster without it.
+    import httpx
     if continue_ and resume:
         raise click.UsageError("give either --continue or --resume, not both")
     try:

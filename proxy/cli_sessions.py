@@ -23,7 +23,6 @@ from typing import IO, Any, BinaryIO, TypeVar
 import click
 import orjson
 
-from proxy.auth import DEFAULT_TENANT
 from proxy.cli_view import search_lines, session_table, show_lines, stats_lines
 from proxy.config import Settings, SettingsError
 from proxy.errors import Conflict, ProxyError, StorageError
@@ -39,6 +38,8 @@ __all__ = ["sessions"]
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+# proxy.auth.DEFAULT_TENANT, without importing the HTTP stack for it.
+DEFAULT_TENANT = "default"
 BUSY_ATTEMPTS = 4
 PROGRESS_FROM = 20  # sessions: smaller exports need no progress bar
 
