@@ -203,6 +203,7 @@ def chat(
     """Chat in the terminal through the proxy, with the session's memory."""
     # Imported here, not at the top: every other command starts faster without it.
     import httpx
+
     if continue_ and resume:
         raise click.UsageError("give either --continue or --resume, not both")
     try:
@@ -235,6 +236,8 @@ def chat(
                     break
                 text = line.strip()
                 if text in ("/exit", "/quit"):
+                    if not sys.stdin.isatty():  # the typed newline was not echoed
+                        echo("\n")
                     break
                 if text == "/reset":
                     click.echo(
