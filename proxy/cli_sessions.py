@@ -26,8 +26,8 @@ import orjson
 from proxy.cli_view import search_lines, session_table, show_lines, stats_lines
 from proxy.config import Settings, SettingsError
 from proxy.errors import Conflict, ProxyError, StorageError
-from proxy.sessions import detail_json, resolve_session
-from proxy.store import SqlStore, database_for
+from proxy.sessions import delete_session, detail_json, resolve_session
+from proxy.store import Database, SqlStore, database_for
 from proxy.store.archive import ArchiveError
 from proxy.store.search import QueryError
 from proxy.store.session_info import SessionInfo
@@ -64,7 +64,11 @@ class Target:
                 raise click.ClickException(f"No database at {path} (pass --db, or start serve).")
         for attempt in range(BUSY_ATTEMPTS):
             try:
-                return asyncio.run(_with_store(url, fn))
+                database = database_for(url)
+            except ValueError as exc:
+                raise click.ClickException(f"--db {url}: {exc}") from exc
+            try:
+                return asyncio.run(_with_store(database, fn))
             except StorageError as exc:
                 busy = "locked" in exc.message or "busy" in exc.message
                 if busy and attempt < BUSY_ATTEMPTS - 1:
@@ -81,8 +85,8 @@ class Target:
         return await resolve_session(store, self.tenant, ident)
 
 
-async def _with_store(url: str, fn: Callable[[SqlStore], Awaitable[T]]) -> T:
-    store = SqlStore(database_for(url))
+async def _with_store(database: Database, fn: Callable[[SqlStore], Awaitable[T]]) -> T:
+    store = SqlStore(database)
     await store.open()
     try:
         return await fn(store)
@@ -247,7 +251,7 @@ def delete(target: Target, session_id: str, yes: bool) -> None:
         )
 
     async def run(store: SqlStore) -> bool:
-        return await store.delete_session(info.id)
+        return await delete_session(store, info)
 
     if not target.run(run):
         raise UserError(f"Session {info.id} was already gone.")

@@ -35,14 +35,12 @@ from proxy.live import SessionCache
 from proxy.reset_policy import ResetPolicies
 from proxy.store import SessionRecord, SqlStore
 from proxy.store.session_info import SessionInfo
-from proxy.store.sessions import SessionBusy, SessionChanged
+from proxy.store.sessions import BUSY_WINDOW, SessionBusy, SessionChanged
 
 __all__ = ["BUSY_WINDOW", "AutoReset", "BusyCheck", "Resetter", "carried_memory"]
 
 logger = logging.getLogger("hermes.resets")
 
-# A pending turn older than this is a leftover of a crash, not a turn in flight.
-BUSY_WINDOW = 3600.0
 ATTEMPTS = 5
 
 BusyCheck = Callable[[SessionRecord], Awaitable[bool]]

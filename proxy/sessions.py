@@ -8,6 +8,7 @@ the candidates.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from compaction import Memory, MemoryRenderer
@@ -15,9 +16,11 @@ from proxy.errors import Conflict, InvalidRequest, NotFound
 from proxy.store import SqlStore
 from proxy.store.archive import message_json
 from proxy.store.session_info import SessionInfo
+from proxy.store.sessions import BUSY_WINDOW, SessionBusy
 
 __all__ = [
     "AmbiguousSession",
+    "delete_session",
     "detail_json",
     "memory_json",
     "message_json",
@@ -52,6 +55,17 @@ async def resolve_session(store: SqlStore, tenant: str, ident: str) -> SessionIn
     if len(found) > 1:
         raise AmbiguousSession(ident, found)
     return found[0]
+
+
+async def delete_session(store: SqlStore, info: SessionInfo) -> bool:
+    """Delete a session unless a turn is in flight on it (then a 409 to retry)."""
+    try:
+        return await store.delete_session(info.id, busy_since=time.time() - BUSY_WINDOW)
+    except SessionBusy:
+        raise Conflict(
+            f"Session {info.id} has a turn in progress; delete it when it has finished.",
+            code="session_busy",
+        ) from None
 
 
 def session_json(info: SessionInfo) -> dict[str, Any]:

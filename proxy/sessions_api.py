@@ -22,6 +22,7 @@ from proxy.app_state import Services, services
 from proxy.auth import tenant_of
 from proxy.errors import Conflict, InvalidRequest
 from proxy.resets import Resetter
+from proxy.sessions import delete_session as remove_session
 from proxy.sessions import detail_json, message_json, resolve_session, session_json
 from proxy.store.search import QueryError
 from proxy.store.session_info import SessionInfo
@@ -166,7 +167,7 @@ async def delete_session(request: Request) -> Response:
     svc, tenant, info = await target(request)
     # Not in the middle of one of this proxy's turns.
     async with svc.store.session_lock(tenant, info.key):
-        await svc.store.delete_session(info.id)
+        await remove_session(svc.store, info)
         svc.conversations.cache.drop(tenant, info.key)
     return json_response({"id": info.id, "object": "session.deleted", "deleted": True})
 

@@ -14,7 +14,7 @@ from proxy.live import LiveSession
 from proxy.resets import carried_memory
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream, Recorded
-from tests.session_helpers import api, rows, say, session_path
+from tests.session_helpers import api, cli, rows, say, session_path
 
 NAME = "My name is Alex and I'm building a distributed cache in Rust."
 REDIS = "We removed Redis because stale prices caused 3 outages."
@@ -131,6 +131,10 @@ def test_reset_waits_for_a_turn_in_flight(proxy: Proxy) -> None:
         refused = client.post(session_path("busy", "/reset"))
         assert refused.status_code == 409
         assert refused.json()["error"]["code"] == "session_busy"
+        kept = client.delete(session_path("busy"))
+        assert kept.status_code == 409 and kept.json()["error"]["code"] == "session_busy"
+        in_cli = cli("sessions", "delete", "busy", "--yes", "--db", proxy.settings.db)
+        assert in_cli.exit_code == 2 and "turn in progress" in in_cli.output
         assert client.get(session_path("busy")).json()["id"] == session_id
         # A pending turn left over from a crash long ago does not block it.
         with proxy.db() as conn:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import pty
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -293,3 +296,49 @@ def test_stats(proxy: Proxy) -> None:
     ]
     assert lines[4].startswith("Database size: ") and lines[4].endswith("KB")
     assert lines[5].startswith("Tokens saved by compaction: 0 (sent ")
+
+
+def test_export_shows_a_progress_bar_on_a_terminal(proxy: Proxy, tmp_path: Path) -> None:
+    with proxy.db() as conn:
+        conn.executemany(
+            "INSERT INTO sessions (id, tenant, key, started_at, updated_at) "
+            "VALUES (?, 'default', ?, 1.0, 1.0)",
+            [(f"20240101_000000_{i:08x}", f"k{i}") for i in range(40)],
+        )
+    main_fd, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "proxy",
+                "sessions",
+                "export",
+                str(tmp_path / "all.jsonl"),
+                "--db",
+                proxy.settings.db,
+            ],
+            stderr=terminal,
+            stdout=subprocess.PIPE,
+            timeout=60,
+            check=True,
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # the terminal closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(main_fd)
+    assert done.returncode == 0
+    assert b"Exporting sessions" in shown and b"100%" in shown
+    assert b"Exported 40 sessions" in shown
+    assert len((tmp_path / "all.jsonl").read_bytes().splitlines()) == 40
+    # Not on a pipe: only the summary line.
+    piped = cli("sessions", "export", str(tmp_path / "again.jsonl"), *db_of(proxy))
+    assert "Exporting" not in piped.output and "Exported 40 sessions" in piped.output

@@ -201,24 +201,29 @@ class CoreStore:
         ``None`` when the session has ended meanwhile (reset by another
         process): the caller reloads the live session and starts again. A reset
         refuses to end a session with a pending turn, so between the two no
-        turn is ever stored in an ended session.
+        turn is ever stored in an ended session. (The check and the insert are
+        one write transaction; on SQLite that excludes every other writer, on
+        PostgreSQL the session's advisory lock does.)
         """
         pending_id = uuid.uuid4().hex
 
-        async def insert(tx: Tx) -> int:
-            return await tx.execute(
+        async def insert(tx: Tx) -> bool:
+            if not await tx.fetchall(
+                "SELECT 1 FROM sessions WHERE id = ? AND ended_at IS NULL", (session_id,)
+            ):
+                return False
+            await tx.execute(
                 "INSERT INTO pending_turns (id, session_id, messages, idempotency_key, "
-                "created_at) SELECT ?, ?, ?, ?, ? WHERE EXISTS "
-                "(SELECT 1 FROM sessions WHERE id = ? AND ended_at IS NULL)",
+                "created_at) VALUES (?, ?, ?, ?, ?)",
                 (
                     pending_id,
                     session_id,
                     orjson.dumps(messages).decode(),
                     idempotency_key,
                     time.time(),
-                    session_id,
                 ),
             )
+            return True
 
         return pending_id if await self.db.transact(insert) else None
 

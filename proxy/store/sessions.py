@@ -29,7 +29,10 @@ from proxy.store.session_info import (
     load_infos,
 )
 
-__all__ = ["SessionAdmin", "SessionBusy", "SessionChanged"]
+__all__ = ["BUSY_WINDOW", "SessionAdmin", "SessionBusy", "SessionChanged"]
+
+# A pending turn older than this is a leftover of a crash, not a turn in flight.
+BUSY_WINDOW = 3600.0
 
 # Sorts after every character a key or id can hold: prefix ranges use indexes.
 PREFIX_END = "\U0010ffff"
@@ -142,10 +145,21 @@ class SessionAdmin(CoreStore):
 
         return bool(await self.db.transact(run))
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Remove the session, its messages (and their search rows), state and turns."""
+    async def delete_session(self, session_id: str, busy_since: float | None = None) -> bool:
+        """Remove the session, its messages (and their search rows), state and turns.
+
+        With ``busy_since``, raise :class:`SessionBusy` instead if a turn written
+        since then is still in flight (its answer would have nowhere to go).
+        """
 
         async def run(tx: Tx) -> int:
+            if busy_since is not None:
+                busy = await tx.fetchall(
+                    "SELECT 1 FROM pending_turns WHERE session_id = ? AND created_at >= ?",
+                    (session_id, busy_since),
+                )
+                if busy:
+                    raise SessionBusy(session_id)
             return await tx.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
 
         return bool(await self.db.transact(run))
