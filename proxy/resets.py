@@ -141,26 +141,31 @@ class AutoReset:
         self.busy_checks: list[BusyCheck] = []
         self.resets = 0
 
-    async def __call__(self, record: SessionRecord) -> SessionRecord | None:
-        """The live session to use: ``record``, or its successor if it was due.
+    async def before_turn(self, tenant: str, key: str) -> str | None:
+        """Reset the live session under ``key`` if its policy says it is due.
 
-        ``None`` only if the session vanished meanwhile (then one is created).
+        Called at the start of a turn, under the session lock, before the turn
+        writes anything: the turn then opens the new session. Returns why it
+        reset (``"idle"``, ``"daily"``), or ``None``.
         """
-        if not self.policies or record.message_count == 0:
-            return record
+        if not self.policies:
+            return None
+        record = await self.resetter.store.live_session(tenant, key)
+        if record is None or record.message_count == 0:
+            return None
         policy = self.policies.for_source(record.source)
         reason = policy.due(last_active=record.updated_at, now=self.clock(), tz=self.tz)
         if reason is None or await self.busy(record):
-            return record
+            return None
         try:
-            await self.resetter.reset_locked(record.tenant, record.key, reason)
+            await self.resetter.reset_locked(tenant, key, reason)
         except Exception:
             # A reset that cannot happen now must not cost the user their turn.
             logger.exception("automatic %s reset of session %s failed", reason, record.id)
-            return record
+            return None
         self.resets += 1
         logger.info("session %s reset (%s policy %s)", record.id, record.source, policy)
-        return await self.resetter.store.live_session(record.tenant, record.key)
+        return reason
 
     async def busy(self, record: SessionRecord) -> bool:
         # Pending turns carry real timestamps, whatever clock policies use.

@@ -227,6 +227,8 @@ class Conversations:
         stack = AsyncExitStack()
         await stack.enter_async_context(self.store.session_lock(request.tenant, request.key))
         try:
+            if self.auto_reset is not None:
+                await self.auto_reset.before_turn(request.tenant, request.key)
             if request.idempotency_key:
                 stored = await self.replay(request.tenant, request.idempotency_key)
                 if stored is not None:
@@ -247,8 +249,6 @@ class Conversations:
     async def _live(self, request: TurnRequest) -> LiveSession:
         store = self.store
         record = await store.live_session(request.tenant, request.key)
-        if record is not None and self.auto_reset is not None:
-            record = await self.auto_reset(record)
         if record is None:
             record = await store.create_session(
                 request.tenant, request.key, source=request.source, user_id=request.user_id
