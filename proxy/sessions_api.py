@@ -49,7 +49,7 @@ class SessionRoute(Route):
             return super().matches(scope)
         text = raw.decode("latin-1").replace("%2F", _SLASH).replace("%2f", _SLASH)
         path = unquote(text, encoding="utf-8", errors="strict")
-        match, child = super().matches({**scope, "path": path, "root_path": ""})
+        match, child = super().matches({**scope, "path": path})
         if match is not Match.NONE:
             params = child["path_params"]
             child["path_params"] = {

@@ -342,3 +342,40 @@ def test_export_shows_a_progress_bar_on_a_terminal(proxy: Proxy, tmp_path: Path)
     # Not on a pipe: only the summary line.
     piped = cli("sessions", "export", str(tmp_path / "again.jsonl"), *db_of(proxy))
     assert "Exporting" not in piped.output and "Exported 40 sessions" in piped.output
+
+
+def test_prune_converts_an_old_database_to_incremental_vacuum(tmp_path: Path) -> None:
+    """A database made before incremental vacuum existed gets one full VACUUM."""
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:  # a table first: auto_vacuum can no longer change
+        conn.execute("CREATE TABLE legacy (x)")
+    cli("sessions", "import", "-", "--db", str(db), input="")
+    big = "lorem ipsum dolor sit amet " * 400
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 0
+        for i in range(40):
+            conn.execute(
+                "INSERT INTO sessions (id, tenant, key, started_at, updated_at, ended_at) "
+                "VALUES (?, 'default', ?, 1.0, 1.0, 2.0)",
+                (f"s{i}", f"k{i}"),
+            )
+            conn.executemany(
+                "INSERT INTO messages (session_id, seq, turn, role, content, token_count, "
+                "created_at) VALUES (?, ?, 1, 'user', ?, 1, 1.0)",
+                [(f"s{i}", seq, big) for seq in range(1, 11)],
+            )
+
+    def on_disk() -> int:
+        return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+
+    before = on_disk()
+    result = cli("sessions", "prune", "--yes", "--db", str(db))
+    assert "Pruned 40 sessions; space: vacuum (incremental vacuum is on from now on)" in (
+        result.output
+    )
+    after = on_disk()
+    assert after < before / 3, (before, after)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
