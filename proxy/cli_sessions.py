@@ -52,6 +52,8 @@ class UserError(click.ClickException):
 
 @dataclass(frozen=True)
 class Target:
+    """Where a command works: the settings' database and one tenant's sessions."""
+
     settings: Settings
     tenant: str
 
