@@ -33,9 +33,11 @@ from proxy.events import EventHub
 from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
 from proxy.metrics import StatusCounter, metrics_endpoint
+from proxy.resets import AutoReset, Resetter
 from proxy.run_worker import RunWorker
 from proxy.runs import Runs
 from proxy.scheduler import Scheduler
+from proxy.sessions_api import SESSION_ROUTES
 from proxy.stats import HttpStats
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
@@ -152,6 +154,10 @@ def create_app(
         # With a shared database other replicas' events arrive by polling (see proxy.events).
         hub = EventHub(poll_interval=None if own_store.db.dialect == "sqlite" else 1.0)
         runs = Runs(own_store, Threads(own_store, conversations, hub), hub)
+        conversations.auto_reset = AutoReset(
+            Resetter(own_store, compactor.summarizer, budget, cache=cache),
+            settings.reset_policies,
+        )
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -192,6 +198,7 @@ def create_app(
         *job_routes,
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint(http_stats), methods=["GET"]),
+        *SESSION_ROUTES,
     ]
     return Starlette(
         routes=routes,

@@ -8,13 +8,17 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import uvicorn
 
+from proxy.cli_chat import chat
 from proxy.cli_jobs import jobs
+from proxy.cli_sessions import sessions
 from proxy.config import OPTIONS, Option, Settings, SettingsError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 __all__ = ["main"]
 
@@ -79,6 +83,9 @@ def configure_logging(level: str) -> None:
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
+    # Imported here: commands that only use the database start faster without it.
+    import uvicorn
+
     return uvicorn.Config(
         app,
         host=host,
@@ -102,6 +109,8 @@ def main() -> None:
 @settings_options
 def serve(config_file: str | None, **flags: Any) -> None:
     """Run the proxy."""
+    import uvicorn
+
     from proxy.app import create_app
 
     settings = load_settings(config_file, flags)
@@ -150,6 +159,8 @@ while the fact is still recalled. Ctrl-C to stop.
 @settings_options
 def demo(config_file: str | None, **flags: Any) -> None:
     """Run the proxy in front of a built-in offline demo model (no network, no API key)."""
+    import uvicorn
+
     from proxy.app import create_app
     from proxy.demo import DEMO_MODEL, demo_upstream
 
@@ -189,6 +200,8 @@ def demo(config_file: str | None, **flags: Any) -> None:
 
 
 main.add_command(jobs)
+main.add_command(sessions)
+main.add_command(chat)
 
 if __name__ == "__main__":
     main()

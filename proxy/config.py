@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from proxy.reset_policy import ResetPolicies, parse_policies
+
 __all__ = ["OPTIONS", "Option", "Settings", "SettingsError"]
 
 
@@ -89,6 +91,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "events_keepalive", float, "Seconds between keep-alive comments on an idle event stream."
     ),
+    Option(
+        "reset_policy",
+        _list,
+        "Auto-reset per source: SOURCE=idle:MIN|daily:HOUR|both:MIN:HOUR|none (* = others).",
+    ),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -121,6 +128,7 @@ class Settings:
     run_attempts: int = 5
     run_retry_delay: float = 1.0
     events_keepalive: float = 15.0
+    reset_policy: tuple[str, ...] = ()
     home: Path = field(default_factory=lambda: default_home(os.environ))
 
     @classmethod
@@ -175,6 +183,15 @@ class Settings:
         for entry in self.api_key:
             if not entry.split(":", 1)[0]:
                 raise SettingsError("an API key must not be empty")
+        try:
+            parse_policies(self.reset_policy)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+
+    @property
+    def reset_policies(self) -> ResetPolicies:
+        """Automatic reset policies by session source (see :mod:`proxy.reset_policy`)."""
+        return parse_policies(self.reset_policy)
 
     @property
     def tenants(self) -> dict[str, str]:

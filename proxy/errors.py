@@ -21,10 +21,15 @@ Handlers raise; :func:`error_response` renders, once, for every route.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import orjson
-from starlette.requests import Request
-from starlette.responses import Response
+
+if TYPE_CHECKING:
+    # The store raises these errors too, and the CLI uses the store: it should
+    # not have to load the HTTP stack to start.
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = [
     "AuthenticationFailed",
@@ -62,6 +67,8 @@ class ProxyError(Exception):
         return error_body(self.message, self.type, self.code, self.param)
 
     def response(self) -> Response:
+        from starlette.responses import Response
+
         return Response(self.body(), status_code=self.status, media_type="application/json")
 
 
@@ -125,6 +132,8 @@ class UpstreamStatus(UpstreamError):
         return self.raw
 
     def response(self) -> Response:
+        from starlette.responses import Response
+
         return Response(self.raw, status_code=self.status, media_type=self.content_type)
 
 

@@ -29,10 +29,12 @@ from compaction import (
     message_tokens,
     plan_eviction,
 )
+from compaction.tokens import REPLY_PRIMING
 from proxy.compactor import Compactor
 from proxy.errors import ContextLengthExceeded, InvalidRequest, StorageError
 from proxy.live import TAIL, LiveSession, SessionCache
 from proxy.merge import new_messages, split_system
+from proxy.resets import AutoReset
 from proxy.stats import TurnStats
 from proxy.store import SessionRecord, SqlStore, TurnCommit
 from proxy.tasks import TaskSet
@@ -73,6 +75,7 @@ class Turn:
         context_tokens: int,
         pending_id: str,
         release: Callable[[], Awaitable[Any]],
+        history_floor: int = 0,
     ) -> None:
         self.conversations = conversations
         self.live = live
@@ -83,6 +86,7 @@ class Turn:
         self.context_tokens = context_tokens
         self.pending_id = pending_id
         self._release = release
+        self.history_floor = history_floor
         self.ended = False
 
     @property
@@ -158,6 +162,8 @@ class Turn:
                     output_tokens=int(usage.get("completion_tokens") or answer.tokens),
                     updated_at=now,
                     idempotency=idempotency,
+                    sent_tokens=self.context_tokens,
+                    history_floor=self.history_floor,
                 )
             )
             self.live.append(messages)
@@ -215,6 +221,7 @@ class Conversations:
         self.model_alias = model_alias
         self.recall: Recall | None = None
         self.stats = TurnStats()
+        self.auto_reset: AutoReset | None = None
         self._tool_tokens: dict[bytes, int] = {}
 
     async def begin(self, request: TurnRequest, incoming: Sequence[Message]) -> Turn | bytes:
@@ -222,6 +229,10 @@ class Conversations:
         stack = AsyncExitStack()
         await stack.enter_async_context(self.store.session_lock(request.tenant, request.key))
         try:
+            # An auto-reset happens first, before this turn writes anything:
+            # a reset refuses to end a session with a pending turn.
+            if self.auto_reset is not None:
+                await self.auto_reset.before_turn(request.tenant, request.key)
             opened = await self.store.open_turn(
                 request.tenant,
                 request.key,
@@ -329,9 +340,11 @@ class Conversations:
             for i, m in enumerate(new)
         ]
         recalled = await self.recall(live, counted) if self.recall is not None else ()
+        extra_tokens = self._extra_tokens(request.body)
+        system_now = system if system is not None else live.system
         try:
             built = build_context(
-                system=system if system is not None else live.system,
+                system=system_now,
                 memory=live.memory,
                 window=live.window,
                 new=counted,
@@ -339,7 +352,7 @@ class Conversations:
                 renderer=self.renderer,
                 fold=self.extractive.fold,
                 recall=recalled,
-                extra_tokens=self._extra_tokens(request.body),
+                extra_tokens=extra_tokens,
             )
         except ContextTooLarge as exc:
             raise ContextLengthExceeded(str(exc), param="messages") from exc
@@ -350,4 +363,8 @@ class Conversations:
         body["messages"] = built.messages
         if body.get("model") in (None, "hermes"):
             body["model"] = self.model_alias
-        return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)
+        # What this turn would cost beside the transcript if the client replayed it all.
+        floor = REPLY_PRIMING + extra_tokens + sum(m.tokens for m in (*system_now, *counted))
+        return Turn(
+            self, live, request, counted, system, body, built.tokens, pending_id, release, floor
+        )

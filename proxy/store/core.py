@@ -283,13 +283,18 @@ class CoreStore:
         statements: list[tuple[str, Sequence[Any]]] = [
             (INSERT_MESSAGE, message_row(turn.session_id, m)) for m in turn.messages
         ]
+        # SET expressions all read the row as it was: full_tokens adds the
+        # transcript as it stood before this turn.
         statements.append(
             (
                 "UPDATE sessions SET last_seq = ?, last_turn = ?, "
                 "message_count = message_count + ?, input_tokens = input_tokens + ?, "
                 "output_tokens = output_tokens + ?, updated_at = ?, "
                 "model = COALESCE(?, model), "
-                "system_prompt = CASE WHEN ? THEN ? ELSE system_prompt END WHERE id = ?",
+                "system_prompt = CASE WHEN ? THEN ? ELSE system_prompt END, "
+                "sent_tokens = sent_tokens + ?, "
+                "full_tokens = full_tokens + ? + transcript_tokens, "
+                "transcript_tokens = transcript_tokens + ? WHERE id = ?",
                 (
                     last.seq,
                     last.turn,
@@ -300,6 +305,9 @@ class CoreStore:
                     turn.model,
                     turn.system is not None,
                     encode_system(turn.system or ()),
+                    turn.sent_tokens,
+                    turn.history_floor,
+                    sum(m.tokens for m in turn.messages),
                     turn.session_id,
                 ),
             )

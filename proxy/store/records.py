@@ -114,3 +114,9 @@ class TurnCommit:
     output_tokens: int
     updated_at: float
     idempotency: tuple[str, str, bytes] | None = None
+    sent_tokens: int = 0
+    """Prompt tokens the proxy sent upstream for this turn (its own count)."""
+    history_floor: int = 0
+    """The turn's prompt cost beside the stored transcript (system, new messages,
+    tool schemas, reply priming): a full-history replay costs this plus the
+    transcript's tokens."""

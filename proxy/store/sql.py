@@ -6,12 +6,15 @@ Each feature keeps its queries in a module of its own, as a class extending
 
 from __future__ import annotations
 
+from proxy.store.archive import SessionArchive
 from proxy.store.jobs import JobStore
 from proxy.store.runs import RunStore
+from proxy.store.search import SessionSearch
+from proxy.store.sessions import SessionAdmin
 from proxy.store.threads import ThreadStore
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunStore, ThreadStore, JobStore):
+class SqlStore(RunStore, ThreadStore, JobStore, SessionAdmin, SessionSearch, SessionArchive):
     pass

@@ -44,6 +44,9 @@ logger = logging.getLogger("hermes.store")
 T = TypeVar("T")
 
 PRAGMAS = (
+    # Before the first table exists, so a new database can hand pages freed by
+    # pruning back to the filesystem (incremental vacuum); a no-op otherwise.
+    "PRAGMA auto_vacuum=INCREMENTAL",
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
