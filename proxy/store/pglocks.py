@@ -36,12 +36,26 @@ import asyncpg
 from proxy.errors import StorageError
 from proxy.locks import KeyedLock
 
-__all__ = ["DRIVER_ERRORS", "AdvisoryLocks", "finish", "lock_id", "outlast"]
+__all__ = ["CONNECTION_ERRORS", "DRIVER_ERRORS", "AdvisoryLocks", "finish", "lock_id", "outlast"]
 
 T = TypeVar("T")
 
-# Everything asyncpg raises for a database or connection problem.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+# Everything asyncpg raises for a database or connection problem. (A connection
+# the server ended while it sat idle in a pool can surface as InternalClientError.)
+DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+)
+# The connection, not the statement, failed: a read can be tried again on another.
+CONNECTION_ERRORS = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.InternalClientError,
+    asyncpg.InterfaceError,
+    OSError,
+)
 
 Release = Callable[[], Coroutine[Any, Any, None]]
 

@@ -38,7 +38,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from proxy.errors import StorageError
 from proxy.store.database import Row, Statement, Tx
-from proxy.store.pglocks import DRIVER_ERRORS, AdvisoryLocks, lock_id
+from proxy.store.pglocks import CONNECTION_ERRORS, DRIVER_ERRORS, AdvisoryLocks, lock_id
 
 __all__ = ["PostgresDatabase", "is_postgres_url", "migrate", "placeholders", "redact"]
 
@@ -188,11 +188,19 @@ class PostgresDatabase:
 
     async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         pool = self._ready()
-        try:
-            async with pool.acquire() as conn:
-                return cast(list[Row], await conn.fetch(self._translate(sql), *args))
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"database read failed: {exc}") from exc
+        sql = self._translate(sql)
+        for attempt in (1, 2):
+            try:
+                async with pool.acquire() as conn:
+                    return cast(list[Row], await conn.fetch(sql, *args))
+            except CONNECTION_ERRORS as exc:
+                # A pooled connection the server dropped (restart, failover, idle
+                # timeout) fails on first use; a read is safe to try once more.
+                if attempt == 2:
+                    raise StorageError(f"database read failed: {exc}") from exc
+            except DRIVER_ERRORS as exc:
+                raise StorageError(f"database read failed: {exc}") from exc
+        raise AssertionError("unreachable")
 
     async def fetchone(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
         rows = await self.fetchall(sql, args)
