@@ -17,6 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from proxy.cli import main
+from proxy.config import Settings
+from proxy.serving import decode_settings, encode_settings
 from tests.conftest import ProxyFactory
 from tests.databases import PostgresServer
 from tests.fake_upstream import FakeUpstream
@@ -161,3 +163,16 @@ def test_more_than_one_worker_needs_postgresql(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["serve", "--workers", "0"])
     assert result.exit_code == 2
     assert "workers must be at least 1" in result.output
+
+
+def test_worker_processes_get_the_settings_exactly(tmp_path: Path) -> None:
+    settings = Settings.load(
+        environ={"HERMES_HOME": str(tmp_path)},
+        flags={
+            "db": "postgresql://u@h/d",
+            "workers": 3,
+            "api_key": ("k1:acme", "k2"),
+            "budget": 900,
+        },
+    )
+    assert decode_settings(encode_settings(settings)) == settings

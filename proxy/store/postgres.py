@@ -220,8 +220,14 @@ class PostgresDatabase:
         self._ready()
         task = asyncio.get_running_loop().create_task(coro, name="postgres-write")
         self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        task.add_done_callback(self._write_done)
         return await asyncio.shield(task)
+
+    def _write_done(self, task: asyncio.Task[Any]) -> None:
+        self._writes.discard(task)
+        # Retrieved here: if its caller was cancelled, nobody else will.
+        if not task.cancelled() and task.exception() is not None:
+            logger.debug("a write failed: %s", task.exception())
 
     async def _write(self, statements: list[Statement]) -> None:
         pool = self._ready()
