@@ -59,6 +59,10 @@ CONNECTION_ERRORS = (
 
 Release = Callable[[], Coroutine[Any, Any, None]]
 
+# The holder connection answers every process-local try and unlock, one at a
+# time: a server that stops answering must not hold them all up for ever.
+HOLDER_TIMEOUT = 30.0
+
 
 def lock_id(namespace: str, key: str) -> int:
     """A signed 64-bit advisory lock id for ``key`` within ``namespace`` (database, schema)."""
@@ -148,10 +152,14 @@ class AdvisoryLocks:
         """Take ``lock`` on the holder connection if nobody holds or awaits it."""
         async with self._holder_busy:
             if self._holder is None or self._holder.is_closed():
-                self._holder = await asyncpg.connect(self.url, **self._connect)
+                self._holder = await asyncpg.connect(
+                    self.url, timeout=HOLDER_TIMEOUT, **self._connect
+                )
             holder = self._holder
             try:
-                got = await holder.fetchval("SELECT pg_try_advisory_lock($1)", lock)
+                got = await holder.fetchval(
+                    "SELECT pg_try_advisory_lock($1)", lock, timeout=HOLDER_TIMEOUT
+                )
             except BaseException:
                 # Whatever state it is in, its locks die with it.
                 holder.terminate()
@@ -164,7 +172,7 @@ class AdvisoryLocks:
             if holder.is_closed():
                 return  # the lock went with the connection
             try:
-                await holder.fetchval("SELECT pg_advisory_unlock($1)", lock)
+                await holder.fetchval("SELECT pg_advisory_unlock($1)", lock, timeout=HOLDER_TIMEOUT)
             except DRIVER_ERRORS:
                 holder.terminate()
                 if self._holder is holder:
