@@ -87,6 +87,11 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def _returns_rows(sql: str) -> bool:
+    head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+    return head in ("SELECT", "WITH", "VALUES") or "RETURNING" in sql.upper()
+
+
 def _rowcount(status: str) -> int:
     """Rows a command changed, from its status tag (``INSERT 0 1``, ``UPDATE 3``)."""
     last = status.rsplit(" ", 1)[-1]
@@ -209,6 +214,8 @@ class PostgresDatabase:
     # -- writes --------------------------------------------------------------
 
     async def write(self, statements: Sequence[Statement]) -> None:
+        # _write returns each statement's rows already, for a protocol whose
+        # write() returns them.
         await self._owned(self._write(list(statements)))
 
     async def transact(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
@@ -229,24 +236,29 @@ class PostgresDatabase:
         if not task.cancelled() and task.exception() is not None:
             logger.debug("a write failed: %s", task.exception())
 
-    async def _write(self, statements: list[Statement]) -> None:
+    async def _write(self, statements: list[Statement]) -> list[list[Row]]:
+        """Run the batch in one transaction; each statement's rows (SELECT, RETURNING)."""
         pool = self._ready()
+        results: list[list[Row]] = []
         try:
             async with pool.acquire() as conn:
                 if len(statements) == 1:
                     sql, args = statements[0]
-                    await conn.execute(self._translate(sql), *args)
-                    return
+                    return [cast(list[Row], await conn.fetch(self._translate(sql), *args))]
                 async with conn.transaction():
-                    # Consecutive runs of one statement go as one pipelined executemany.
+                    # Consecutive runs of one row-less statement go as one pipelined executemany.
                     for sql, run in groupby(statements, key=lambda s: s[0]):
                         rows = [args for _, args in run]
-                        if len(rows) == 1:
-                            await conn.execute(self._translate(sql), *rows[0])
-                        else:
+                        if len(rows) > 1 and not _returns_rows(sql):
                             await conn.executemany(self._translate(sql), rows)
+                            results.extend([] for _ in rows)
+                            continue
+                        for args in rows:
+                            fetched = await conn.fetch(self._translate(sql), *args)
+                            results.append(cast(list[Row], fetched))
         except DRIVER_ERRORS as exc:
             raise StorageError(f"database write failed: {exc}") from exc
+        return results
 
     async def _transact(self, fn: Callable[[Tx], Awaitable[T]]) -> T:
         pool = self._ready()
