@@ -1,8 +1,8 @@
 """A lean OpenAI-compatible upstream for benchmarks: one canned answer, as fast as it goes.
 
-``python -m bench.lean_upstream --port 9000`` serves ``POST /v1/chat/completions``
-(and any other path) with the same small completion, without parsing the
-request beyond reading it, so the benchmark measures the proxy, not this.
+``uvicorn bench.lean_upstream:app --port 9000`` (or ``python -m bench.lean_upstream
+--port 9000``) answers every request with the same small completion, without
+parsing it, so a benchmark measures the proxy, not this.
 """
 
 from __future__ import annotations

@@ -208,7 +208,8 @@ def main() -> None:
         upstream = f"http://127.0.0.1:{up_port}"
         stack.enter_context(
             process(
-                [sys.executable, "-m", "bench.lean_upstream", "--port", str(up_port)],
+                [sys.executable, "-m", "uvicorn", "bench.lean_upstream:app", "--port", str(up_port)]
+                + ["--log-level", "warning", "--no-access-log", "--lifespan", "off"],
                 upstream,
                 "/v1/models",
             )
