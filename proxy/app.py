@@ -118,7 +118,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Services]]:
-        own_store = store or SqlStore(database_for(settings.db))
+        own_store = store or SqlStore(database_for(settings.db, pool_size=settings.db_pool_size))
         upstream = Upstream(
             settings.upstream,
             api_key=settings.upstream_api_key,

@@ -109,22 +109,20 @@ def main() -> None:
 @settings_options
 def serve(config_file: str | None, **flags: Any) -> None:
     """Run the proxy."""
-    import uvicorn
-
-    from proxy.app import create_app
+    from proxy import serving
+    from proxy.store.postgres import redact
 
     settings = load_settings(config_file, flags)
     check_exposure(settings)
     configure_logging(settings.log_level)
+    workers = f", {settings.workers} workers" if settings.workers > 1 else ""
     click.echo(
         f"hermes-proxy on http://{settings.host}:{settings.port}/v1 -> {settings.upstream} "
-        f"(budget {settings.budget} tokens, {settings.summarizer} summarizer, db {settings.db})",
+        f"(budget {settings.budget} tokens, {settings.summarizer} summarizer, "
+        f"db {redact(settings.db)}{workers})",
         err=True,
     )
-    server = uvicorn.Server(
-        uvicorn_config(create_app(settings), settings.host, settings.port, settings.log_level)
-    )
-    server.run()
+    serving.run(settings)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -72,7 +72,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("upstream", str, "Base URL of the OpenAI-compatible upstream.", ("OPENAI_BASE_URL",)),
     Option("upstream_api_key", str, "API key sent to the upstream.", ("OPENAI_API_KEY",)),
     Option("upstream_timeout", float, "Seconds to wait for the upstream (read timeout)."),
-    Option("db", str, "Database: a SQLite path or sqlite:///path (default $HERMES_HOME/state.db)."),
+    Option(
+        "db",
+        str,
+        "Database: a SQLite path, sqlite:///path or postgresql://user@host/db "
+        "(default $HERMES_HOME/state.db).",
+    ),
+    Option("db_pool_size", int, "PostgreSQL connections per process for queries (and for locks)."),
+    Option("workers", int, "Server processes; more than 1 needs PostgreSQL."),
     Option("budget", int, "Token budget of every upstream prompt in a session."),
     Option("summarizer", _choice("llm", "extractive"), "How old turns are compacted."),
     Option("summary_model", str, "Model the llm summarizer uses (default: --model)."),
@@ -112,6 +119,8 @@ class Settings:
     upstream_api_key: str | None = None
     upstream_timeout: float = 600.0
     db: str = ""
+    db_pool_size: int = 10
+    workers: int = 1
     budget: int = 4000
     summarizer: str = "llm"
     summary_model: str | None = None
@@ -183,6 +192,16 @@ class Settings:
         for entry in self.api_key:
             if not entry.split(":", 1)[0]:
                 raise SettingsError("an API key must not be empty")
+        if self.db_pool_size < 1:
+            raise SettingsError(f"db_pool_size must be at least 1, not {self.db_pool_size}")
+        if self.workers < 1:
+            raise SettingsError(f"workers must be at least 1, not {self.workers}")
+        if self.workers > 1 and not self.db.startswith(("postgres://", "postgresql://")):
+            raise SettingsError(
+                f"--workers {self.workers} needs PostgreSQL (--db postgresql://…): with SQLite "
+                "the proxy must run as one process, because a session's lock and the database "
+                "writer live inside that process and would not hold across several"
+            )
         try:
             parse_policies(self.reset_policy)
         except ValueError as exc:

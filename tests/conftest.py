@@ -15,8 +15,12 @@ import pytest
 from proxy.app import create_app
 from proxy.app_state import Services
 from proxy.config import Settings
+from proxy.store import is_postgres_url
+from tests.databases import DEFAULT_SERVER, DbConnection, PostgresServer
 from tests.fake_upstream import FakeUpstream
 from tests.servers import running
+
+BACKENDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +37,46 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """The PostgreSQL server (``TEST_POSTGRES_URL``); its tests skip without it, except in CI."""
+    server = PostgresServer(os.environ.get("TEST_POSTGRES_URL") or DEFAULT_SERVER)
+    try:
+        problem = server.problem()
+        if problem is not None:
+            reason = f"PostgreSQL at {server.url} is not reachable ({problem})"
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                pytest.fail(f"{reason}; CI must run the PostgreSQL tests", pytrace=False)
+            pytest.skip(f"{reason}; start it or set TEST_POSTGRES_URL")
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every test that uses the proxy or a database runs on both backends.
+
+    Pin one with ``@pytest.mark.parametrize("backend", ["postgresql"])``.
+    """
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty database of ``backend``, dropped after the test."""
+    if backend == "sqlite":
+        yield str(tmp_path / "state.db")
+        return
+    server: PostgresServer = request.getfixturevalue("postgres")
+    name = server.create_database()
+    try:
+        yield server.url_for(name)
+    finally:
+        server.drop_database(name)
+
+
 @pytest.fixture
 def upstream() -> Iterator[FakeUpstream]:
     fake = FakeUpstream()
@@ -46,6 +90,11 @@ class Proxy:
     url: str
     settings: Settings
     app: Any
+    postgres: PostgresServer | None = None
+
+    @property
+    def backend(self) -> str:
+        return "postgresql" if is_postgres_url(self.settings.db) else "sqlite"
 
     @property
     def v1(self) -> str:
@@ -70,12 +119,16 @@ class Proxy:
                 raise TimeoutError("proxy background work did not finish")
             time.sleep(0.005)
 
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> DbConnection:
+        """The proxy's database, whichever backend (see tests/databases.py)."""
+        if self.backend == "postgresql":
+            assert self.postgres is not None, "a PostgreSQL proxy needs the postgres fixture"
+            return self.postgres.connect(self.settings.db)
         conn = sqlite3.connect(self.settings.db)
         conn.row_factory = sqlite3.Row
         return conn
 
-    def transcript(self, key: str, tenant: str = "default") -> list[sqlite3.Row]:
+    def transcript(self, key: str, tenant: str = "default") -> list[Any]:
         self.settle()
         with self.db() as conn:
             return conn.execute(
@@ -84,7 +137,7 @@ class Proxy:
                 (tenant, key),
             ).fetchall()
 
-    def pending(self) -> list[sqlite3.Row]:
+    def pending(self) -> list[Any]:
         self.settle()
         with self.db() as conn:
             return conn.execute("SELECT * FROM pending_turns").fetchall()
@@ -94,16 +147,20 @@ ProxyFactory = Callable[..., AbstractContextManager[Proxy]]
 
 
 @pytest.fixture
-def make_proxy(tmp_path: Path, upstream: FakeUpstream) -> ProxyFactory:
+def make_proxy(
+    db_url: str, backend: str, upstream: FakeUpstream, request: pytest.FixtureRequest
+) -> ProxyFactory:
+    postgres = request.getfixturevalue("postgres") if backend == "postgresql" else None
+
     @contextmanager
     def start(**flags: Any) -> Iterator[Proxy]:
         flags.setdefault("upstream", upstream.url)
-        flags.setdefault("db", str(tmp_path / "state.db"))
+        flags.setdefault("db", db_url)
         flags.setdefault("summarizer", "extractive")
         settings = Settings.load(flags=flags)
         app = create_app(settings)
         with running(app) as url:
-            yield Proxy(url, settings, app)
+            yield Proxy(url, settings, app, postgres)
 
     return start
 
