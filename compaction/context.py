@@ -108,10 +108,13 @@ def build_context(
     fold: Fold,
     recall: Sequence[Message] = (),
     extra_tokens: int = 0,
+    window_tokens: int | None = None,
 ) -> BuiltContext:
     """Assemble the upstream prompt; its :func:`~compaction.tokens.prompt_tokens` ≤ budget.
 
     ``extra_tokens`` charges what travels beside the messages (tool schemas).
+    ``window_tokens`` is the window's total, when the caller keeps it already
+    (a long window is summed on every turn otherwise).
     """
     fixed = (
         REPLY_PRIMING + sum(m.tokens for m in system) + sum(m.tokens for m in new) + extra_tokens
@@ -122,7 +125,7 @@ def build_context(
 
     memory_limit = min(budget.memory_tokens, room)
     rendered = renderer.render(memory)
-    window_cost = sum(m.tokens for m in window)
+    window_cost = sum(m.tokens for m in window) if window_tokens is None else window_tokens
     folded = False
     if rendered.tokens + window_cost > room:
         # Compaction is behind: fold the oldest units until the rest fits
@@ -151,7 +154,7 @@ def build_context(
     messages = [m.to_openai() for m in system]
     if rendered.message is not None:
         messages.append(rendered.message)
-    messages.extend(m.to_openai() for m in window)
+    messages.extend(map(Message.to_openai, window))
     if recalled.message is not None:
         messages.append(recalled.message)
     messages.extend(m.to_openai() for m in new)
@@ -165,7 +168,11 @@ def build_context(
 
 
 def plan_eviction(
-    window: Sequence[Message], budget: Budget, system_tokens: int, memory_tokens: int
+    window: Sequence[Message],
+    budget: Budget,
+    system_tokens: int,
+    memory_tokens: int,
+    window_tokens: int | None = None,
 ) -> list[Message]:
     """The oldest messages background compaction should fold, or ``[]`` if none.
 
@@ -173,7 +180,7 @@ def plan_eviction(
     folds at least :attr:`Budget.step_tokens` beyond that.
     """
     limit = budget.window_tokens(system_tokens, memory_tokens)
-    total = sum(m.tokens for m in window)
+    total = sum(m.tokens for m in window) if window_tokens is None else window_tokens
     if total <= limit:
         return []
     target = limit - budget.step_tokens

@@ -30,6 +30,12 @@ class LiveSession:
     system: tuple[Message, ...]
     window: list[Message]
     tail: list[Message] = field(default_factory=list)
+    window_tokens: int = -1
+    """The window's total tokens, kept up to date (-1: not computed yet)."""
+
+    def __post_init__(self) -> None:
+        if self.window_tokens < 0:
+            self.window_tokens = sum(m.tokens for m in self.window)
 
     @property
     def system_tokens(self) -> int:
@@ -37,6 +43,7 @@ class LiveSession:
 
     def append(self, messages: list[Message]) -> None:
         self.window.extend(messages)
+        self.window_tokens += sum(m.tokens for m in messages)
         self.tail = (self.tail + messages)[-TAIL:]
         self.last_seq = messages[-1].seq
         self.last_turn = messages[-1].turn
@@ -46,6 +53,7 @@ class LiveSession:
         self.memory = memory
         self.version += 1
         self.window = [m for m in self.window if m.seq > memory.through_seq]
+        self.window_tokens = sum(m.tokens for m in self.window)
 
 
 class SessionCache:

@@ -172,7 +172,13 @@ class Turn:
             if self.system is not None:
                 self.live.system = self.system
             memory_tokens = conv.renderer.render(self.live.memory).tokens
-            if plan_eviction(self.live.window, conv.budget, self.live.system_tokens, memory_tokens):
+            if plan_eviction(
+                self.live.window,
+                conv.budget,
+                self.live.system_tokens,
+                memory_tokens,
+                self.live.window_tokens,
+            ):
                 conv.compactor.request(self.live.tenant, self.live.key, self.live.id)
             return answer
         except Exception:
@@ -240,6 +246,7 @@ class Conversations:
                 source=request.source,
                 user_id=request.user_id,
                 idempotency_key=request.idempotency_key,
+                known=self.cache.get(request.tenant, request.key) is not None,
             )
             if opened.replay is not None:
                 await stack.aclose()
@@ -347,6 +354,7 @@ class Conversations:
                 system=system_now,
                 memory=live.memory,
                 window=live.window,
+                window_tokens=live.window_tokens,
                 new=counted,
                 budget=self.budget,
                 renderer=self.renderer,

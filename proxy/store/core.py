@@ -218,13 +218,16 @@ class CoreStore:
         source: str = "api",
         user_id: str | None = None,
         idempotency_key: str | None = None,
+        known: bool = False,
     ) -> OpenedTurn:
         """Start a turn in one round trip, before anything is sent upstream.
 
         Creates the live session if there is none, reads its row (for the
         caller's cache check) and records the request's messages as a pending
         turn — unless ``idempotency_key`` already has a stored answer, which
-        is returned instead.
+        is returned instead. ``known``: the caller has seen the live session
+        (it is cached), so creating it is skipped — and done after all in a
+        second round trip if it has ended meanwhile.
         """
         now = time.time()
         pending_id = new_pending_id()
@@ -241,18 +244,23 @@ class CoreStore:
         if idempotency_key is not None:
             unanswered = " AND NOT EXISTS (SELECT 1 FROM idempotency WHERE tenant = ? AND key = ?)"
             pending_args += (tenant, idempotency_key)
-        statements: list[tuple[str, Sequence[Any]]] = [
-            (
-                "INSERT INTO sessions (id, tenant, key, source, user_id, started_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, key) WHERE ended_at IS NULL DO NOTHING",
-                (new_session_id(now), tenant, key, source, user_id, now, now),
-            ),
-            (
-                "INSERT INTO session_state (session_id, version, memory, updated_at) "
-                f"SELECT id, 0, ?, ? {live} ON CONFLICT (session_id) DO NOTHING",
-                (EMPTY_MEMORY, now, tenant, key),
-            ),
+        statements: list[tuple[str, Sequence[Any]]] = []
+        if not known:
+            statements += [
+                (
+                    "INSERT INTO sessions (id, tenant, key, source, user_id, started_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (tenant, key) WHERE ended_at IS NULL DO NOTHING",
+                    (new_session_id(now), tenant, key, source, user_id, now, now),
+                ),
+                (
+                    "INSERT INTO session_state (session_id, version, memory, updated_at) "
+                    f"SELECT id, 0, ?, ? {live} ON CONFLICT (session_id) DO NOTHING",
+                    (EMPTY_MEMORY, now, tenant, key),
+                ),
+            ]
+        first = len(statements)
+        statements += [
             (
                 f"SELECT {SESSION_COLUMNS} FROM {SESSION_FROM} "
                 "WHERE s.tenant = ? AND s.key = ? AND s.ended_at IS NULL",
@@ -272,9 +280,19 @@ class CoreStore:
                 )
             )
         results = await self.db.write(statements, urgent=True)
-        record = SessionRecord.from_row(results[2][0])
-        if idempotency_key is not None and results[4]:
-            return OpenedTurn(record, None, results[4][0]["response"].encode())
+        if not results[first]:
+            # The session ended since the caller saw it (a reset elsewhere).
+            return await self.open_turn(
+                tenant,
+                key,
+                raw_messages,
+                source=source,
+                user_id=user_id,
+                idempotency_key=idempotency_key,
+            )
+        record = SessionRecord.from_row(results[first][0])
+        if idempotency_key is not None and results[first + 2]:
+            return OpenedTurn(record, None, results[first + 2][0]["response"].encode())
         return OpenedTurn(record, pending_id, None)
 
     async def commit_turn(self, turn: TurnCommit) -> None:
