@@ -30,6 +30,7 @@ from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
 from proxy.events import EventHub
+from proxy.indexer import FtsIndexer
 from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
 from proxy.metrics import StatusCounter, metrics_endpoint
@@ -64,7 +65,7 @@ class Worker(Protocol):
 
 def workers_for(settings: Settings) -> list[Worker]:
     """The background services this configuration runs, started in order."""
-    workers: list[Worker] = [RunWorker(settings)]
+    workers: list[Worker] = [FtsIndexer(), RunWorker(settings)]
     if settings.jobs_tick > 0:
         workers.append(Scheduler(settings.jobs_tick))
     return workers

@@ -65,6 +65,7 @@ async def store(db_url: str) -> AsyncIterator[SqlStore]:
             updated_at=now,
         )
     )
+    await store.index_pending()  # SQLite indexes in batches; searches run this first
     yield store
     await store.close()
 

@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from proxy.errors import StorageError
-from proxy.store.core import CoreStore
+from proxy.store.fts import FtsIndex
 from proxy.store.session_info import SessionInfo, load_infos
 
 __all__ = ["Excerpt", "QueryError", "SearchHit", "SearchResult", "SessionSearch", "plain_query"]
@@ -68,7 +68,7 @@ def plain_query(query: str) -> str:
     return " ".join(phrases)
 
 
-class SessionSearch(CoreStore):
+class SessionSearch(FtsIndex):
     """``search_sessions``: the one place with dialect-specific search SQL."""
 
     async def search_sessions(
@@ -83,6 +83,7 @@ class SessionSearch(CoreStore):
     ) -> SearchResult:
         """The ``limit`` best-matching sessions of ``tenant``, best first, each with
         up to ``excerpts`` short excerpts around its best hits (hits between ``marks``)."""
+        await self.index_pending()  # the last few messages are not indexed yet
         if not query.strip():
             raise QueryError("The search query is empty.")
         if self.db.dialect == "sqlite":

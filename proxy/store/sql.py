@@ -7,6 +7,7 @@ Each feature keeps its queries in a module of its own, as a class extending
 from __future__ import annotations
 
 from proxy.store.archive import SessionArchive
+from proxy.store.fts import FtsIndex
 from proxy.store.jobs import JobStore
 from proxy.store.runs import RunStore
 from proxy.store.search import SessionSearch
@@ -16,5 +17,7 @@ from proxy.store.threads import ThreadStore
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RunStore, ThreadStore, JobStore, SessionAdmin, SessionSearch, SessionArchive):
+class SqlStore(
+    RunStore, ThreadStore, JobStore, SessionAdmin, SessionSearch, SessionArchive, FtsIndex
+):
     pass
