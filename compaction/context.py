@@ -109,12 +109,14 @@ def build_context(
     recall: Sequence[Message] = (),
     extra_tokens: int = 0,
     window_tokens: int | None = None,
+    window_wire: Sequence[dict[str, Any]] | None = None,
 ) -> BuiltContext:
     """Assemble the upstream prompt; its :func:`~compaction.tokens.prompt_tokens` ≤ budget.
 
     ``extra_tokens`` charges what travels beside the messages (tool schemas).
-    ``window_tokens`` is the window's total, when the caller keeps it already
-    (a long window is summed on every turn otherwise).
+    ``window_tokens`` and ``window_wire`` are the window's total and its
+    messages in OpenAI form, for a caller that keeps them between turns: a
+    long window is otherwise walked on every turn.
     """
     fixed = (
         REPLY_PRIMING + sum(m.tokens for m in system) + sum(m.tokens for m in new) + extra_tokens
@@ -154,7 +156,11 @@ def build_context(
     messages = [m.to_openai() for m in system]
     if rendered.message is not None:
         messages.append(rendered.message)
-    messages.extend(map(Message.to_openai, window))
+    if window_wire is not None:
+        # Folding keeps a suffix of the window; so does the wire form.
+        messages.extend(window_wire[len(window_wire) - len(window) :] if window else ())
+    else:
+        messages.extend(map(Message.to_openai, window))
     if recalled.message is not None:
         messages.append(recalled.message)
     messages.extend(m.to_openai() for m in new)

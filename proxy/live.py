@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from compaction import Memory, Message
 
@@ -30,12 +31,14 @@ class LiveSession:
     system: tuple[Message, ...]
     window: list[Message]
     tail: list[Message] = field(default_factory=list)
-    window_tokens: int = -1
-    """The window's total tokens, kept up to date (-1: not computed yet)."""
+    window_tokens: int = 0
+    """The window's total tokens, kept up to date."""
+    window_wire: list[dict[str, Any]] = field(default_factory=list)
+    """The window's messages in OpenAI form, kept up to date."""
 
     def __post_init__(self) -> None:
-        if self.window_tokens < 0:
-            self.window_tokens = sum(m.tokens for m in self.window)
+        self.window_tokens = sum(m.tokens for m in self.window)
+        self.window_wire = [m.to_openai() for m in self.window]
 
     @property
     def system_tokens(self) -> int:
@@ -44,6 +47,7 @@ class LiveSession:
     def append(self, messages: list[Message]) -> None:
         self.window.extend(messages)
         self.window_tokens += sum(m.tokens for m in messages)
+        self.window_wire.extend(m.to_openai() for m in messages)
         self.tail = (self.tail + messages)[-TAIL:]
         self.last_seq = messages[-1].seq
         self.last_turn = messages[-1].turn
@@ -54,6 +58,7 @@ class LiveSession:
         self.version += 1
         self.window = [m for m in self.window if m.seq > memory.through_seq]
         self.window_tokens = sum(m.tokens for m in self.window)
+        self.window_wire = [m.to_openai() for m in self.window]
 
 
 class SessionCache:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 __all__ = ["KeyedLock"]
 
@@ -15,6 +14,42 @@ class _Entry:
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
+
+
+class _Hold:
+    """``async with`` one key's lock (a class, not a generator: it is on every turn's path)."""
+
+    __slots__ = ("_entries", "_key", "_entry")
+
+    def __init__(self, entries: dict[str, _Entry], key: str) -> None:
+        self._entries = entries
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        entry = self._entries.get(self._key)
+        if entry is None:
+            entry = self._entries[self._key] = _Entry()
+        entry.users += 1
+        self._entry = entry
+        try:
+            await entry.lock.acquire()
+        except BaseException:
+            self._leave()
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entry.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        self._entry.users -= 1
+        if self._entry.users == 0:
+            del self._entries[self._key]
 
 
 class KeyedLock:
@@ -30,16 +65,5 @@ class KeyedLock:
         entry = self._entries.get(key)
         return entry is not None and entry.lock.locked()
 
-    @asynccontextmanager
-    async def __call__(self, key: str) -> AsyncIterator[None]:
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry()
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._entries[key]
+    def __call__(self, key: str) -> _Hold:
+        return _Hold(self._entries, key)

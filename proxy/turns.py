@@ -355,6 +355,7 @@ class Conversations:
                 memory=live.memory,
                 window=live.window,
                 window_tokens=live.window_tokens,
+                window_wire=live.window_wire,
                 new=counted,
                 budget=self.budget,
                 renderer=self.renderer,
