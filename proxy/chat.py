@@ -13,7 +13,7 @@ from compaction import Message
 from proxy.app_state import services
 from proxy.auth import tenant_of
 from proxy.errors import InvalidRequest, PayloadTooLarge, UpstreamError, error_frame
-from proxy.responses import RelayResponse
+from proxy.responses import RelayResponse, encode_headers
 from proxy.sse import StreamAccumulator, completion_from_stream, replay_as_stream
 from proxy.turns import Turn, TurnRequest
 from proxy.upstream import HOP_BY_HOP, UpstreamResponse
@@ -32,6 +32,8 @@ NOT_FORWARDED = HOP_BY_HOP | {
     "x-hermes-purpose",
 }
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# Relayed answers up to this size, with a known length, are read whole first.
+BUFFERED_RELAY = 1 << 20
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -238,12 +240,27 @@ async def relay(request: Request, path: str, body: bytes | None = None) -> Respo
         headers=forwarded_headers(request, keep_encoding=True),
         query=request.url.query,
     )
+    length = response.header("content-length")
+    if length is not None and int(length) <= BUFFERED_RELAY and not is_event_stream(response):
+        # A small answer of known length goes out in one piece (fewer writes
+        # than streaming it, and no chunked framing); the bytes are the same.
+        try:
+            answer = await response.read()
+        finally:
+            response.close()
+        relayed = Response(answer, status_code=response.status)
+        relayed.raw_headers.extend(encode_headers(response.relay_headers()))
+        return relayed
     return RelayResponse(
         response.chunks(),
         status_code=response.status,
         header_list=response.relay_headers(),
         on_close=response.close,
     )
+
+
+def is_event_stream(response: UpstreamResponse) -> bool:
+    return (response.header("content-type") or "").startswith("text/event-stream")
 
 
 async def passthrough(request: Request) -> Response:

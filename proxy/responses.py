@@ -7,7 +7,11 @@ from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["RelayResponse"]
+__all__ = ["RelayResponse", "encode_headers"]
+
+
+def encode_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
 class RelayResponse(StreamingResponse):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -262,3 +263,23 @@ def test_other_v1_routes_pass_through(proxy: Proxy, upstream: FakeUpstream) -> N
         "query": "dimensions=3&x=1&x=2",
         "body": '{"input": "hello", "model": "e"}',
     }
+
+
+def test_streams_without_a_session_pass_through_byte_for_byte(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "relay me"}]}
+
+    def fetch(base: str) -> tuple[bytes, str]:
+        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=30) as response:
+            raw = b"".join(response.iter_raw())
+            return raw, response.headers["content-type"]
+
+    direct, direct_type = fetch(upstream.url)
+    relayed, relayed_type = fetch(proxy.v1)
+
+    def stable(raw: bytes) -> bytes:  # the fake stamps each answer with the second it was made
+        return re.sub(rb'"created":\d+', b'"created":0', raw)
+
+    assert stable(relayed) == stable(direct)
+    assert relayed_type == direct_type == "text/event-stream"
