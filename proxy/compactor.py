@@ -88,16 +88,20 @@ class Compactor:
 
     async def compact(self, tenant: str, key: str, session_id: str) -> bool:
         """One incremental compaction; True if it changed the memory."""
-        version, memory = await self.store.load_memory(session_id)
-        window = await self.store.load_messages(session_id, memory.through_seq)
         live = self.cache.get(tenant, key)
         if live is not None and live.id == session_id:
-            system_tokens = live.system_tokens
+            # The turn path keeps the session current in memory: no need to
+            # read it back (a stale copy only fails the version check below).
+            version, memory, window = live.version, live.memory, list(live.window)
+            system_tokens, window_tokens = live.system_tokens, live.window_tokens
         else:
+            version, memory = await self.store.load_memory(session_id)
+            window = await self.store.load_messages(session_id, memory.through_seq)
             record = await self.store.get_session(session_id)
             system_tokens = sum(m.tokens for m in record.system) if record else 0
+            window_tokens = sum(m.tokens for m in window)
         memory_tokens = self.renderer.render(memory).tokens
-        evicted = plan_eviction(window, self.budget, system_tokens, memory_tokens)
+        evicted = plan_eviction(window, self.budget, system_tokens, memory_tokens, window_tokens)
         if not evicted:
             return False
         self.stats.runs += 1
@@ -120,7 +124,6 @@ class Compactor:
                     self.cache.drop(tenant, key)
         if not saved:
             self.stats.conflicts += 1
-            await self.store.add_compaction_tokens(session_id, summary.tokens)
             return False
         self.stats.applied += 1
         return True

@@ -184,28 +184,24 @@ class CoreStore:
     async def save_memory(
         self, session_id: str, expected_version: int, memory: Memory, tokens: int = 0
     ) -> bool:
-        """Replace the memory if nobody changed it since ``expected_version``."""
-        now = time.time()
+        """Replace the memory if nobody changed it since ``expected_version``.
 
-        async def save(tx: Tx) -> bool:
-            changed = await tx.execute(
-                "UPDATE session_state SET version = version + 1, memory = ?, updated_at = ? "
-                "WHERE session_id = ? AND version = ?",
-                (memory.to_json().decode(), now, session_id, expected_version),
-            )
-            if changed:
-                await tx.execute(
+        ``tokens`` (what producing it cost) are counted whether or not it is saved.
+        """
+        results = await self.db.write(
+            [
+                (
+                    "UPDATE session_state SET version = version + 1, memory = ?, updated_at = ? "
+                    "WHERE session_id = ? AND version = ? RETURNING version",
+                    (memory.to_json().decode(), time.time(), session_id, expected_version),
+                ),
+                (
                     "UPDATE sessions SET compaction_tokens = compaction_tokens + ? WHERE id = ?",
                     (tokens, session_id),
-                )
-            return bool(changed)
-
-        return await self.db.transact(save)
-
-    async def add_compaction_tokens(self, session_id: str, tokens: int) -> None:
-        if tokens:
-            sql = "UPDATE sessions SET compaction_tokens = compaction_tokens + ? WHERE id = ?"
-            await self.db.write([(sql, (tokens, session_id))])
+                ),
+            ]
+        )
+        return bool(results[0])
 
     # -- turns -------------------------------------------------------------
 
