@@ -190,11 +190,17 @@ def plan_eviction(
     if total <= limit:
         return []
     target = limit - budget.step_tokens
-    pieces = units(window)
-    evicted: list[Message] = []
-    # Always keep the last unit: it is the turn the next message answers.
-    while len(pieces) > 1 and total > target:
-        piece = pieces.pop(0)
-        evicted.extend(piece)
-        total -= sum(m.tokens for m in piece)
-    return evicted
+    # Walk units from the oldest (a tool result never starts one) without
+    # splitting the whole window: only the evicted part is visited.
+    end = 0
+    cut = 0
+    while end < len(window) and total > target:
+        start = end
+        end += 1
+        while end < len(window) and window[end].role == "tool":
+            end += 1
+        if end >= len(window):
+            break  # always keep the last unit: it is the turn the next message answers
+        total -= sum(m.tokens for m in window[start:end])
+        cut = end
+    return list(window[:cut])

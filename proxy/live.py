@@ -7,6 +7,7 @@ changed behind the proxy's back — a CLI reset, another replica — reloads it.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,9 +57,10 @@ class LiveSession:
         """Adopt a memory that folded in the oldest window messages."""
         self.memory = memory
         self.version += 1
-        self.window = [m for m in self.window if m.seq > memory.through_seq]
-        self.window_tokens = sum(m.tokens for m in self.window)
-        self.window_wire = [m.to_openai() for m in self.window]
+        cut = bisect.bisect_right(self.window, memory.through_seq, key=lambda m: m.seq)
+        self.window_tokens -= sum(m.tokens for m in self.window[:cut])
+        del self.window[:cut]
+        del self.window_wire[:cut]
 
 
 class SessionCache:

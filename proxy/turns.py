@@ -27,7 +27,6 @@ from compaction import (
     TokenCounter,
     build_context,
     message_tokens,
-    plan_eviction,
 )
 from compaction.tokens import REPLY_PRIMING
 from proxy.compactor import Compactor
@@ -171,14 +170,10 @@ class Turn:
             conv.stats.context_tokens += self.context_tokens
             if self.system is not None:
                 self.live.system = self.system
+            # Cheap check only: the compactor works out what to fold.
             memory_tokens = conv.renderer.render(self.live.memory).tokens
-            if plan_eviction(
-                self.live.window,
-                conv.budget,
-                self.live.system_tokens,
-                memory_tokens,
-                self.live.window_tokens,
-            ):
+            limit = conv.budget.window_tokens(self.live.system_tokens, memory_tokens)
+            if self.live.window_tokens > limit:
                 conv.compactor.request(self.live.tenant, self.live.key, self.live.id)
             return answer
         except Exception:
