@@ -336,7 +336,7 @@ class CoreStore:
                     (tenant, key, turn.session_id, response.decode(), turn.updated_at),
                 )
             )
-        await self.db.write(statements)
+        await self.db.write(statements, urgent=True)
 
     async def abort_turn(self, pending_id: str) -> None:
         await self.db.write([("DELETE FROM pending_turns WHERE id = ?", (pending_id,))])
