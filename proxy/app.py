@@ -28,6 +28,8 @@ from proxy.compactor import Compactor
 from proxy.config import Settings
 from proxy.errors import NotFound, ProxyError, error_response
 from proxy.live import SessionCache
+from proxy.recall import ArchiveRecall
+from proxy.state_api import get_session_state
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
 from proxy.turns import Conversations
@@ -127,6 +129,8 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             cache=cache,
             model_alias=settings.model,
         )
+        if settings.recall:
+            conversations.recall = ArchiveRecall(own_store)
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -159,6 +163,7 @@ def create_app(settings: Settings, *, store: SqlStore | None = None) -> Starlett
             passthrough,
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         ),
+        Route("/api/sessions/{key:path}/state", get_session_state, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     return Starlette(

@@ -82,6 +82,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("recall_share", float, "Share of the budget for excerpts recalled from the archive."),
     Option("new_share", float, "Share of the budget kept free for new messages."),
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
+    Option("recall", _bool, "Recall matching excerpts from the session's archive (default on)."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
 )
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -110,6 +111,7 @@ class Settings:
     recall_share: float = 0.10
     new_share: float = 0.10
     compaction_step: float = 0.05
+    recall: bool = True
     log_level: str = "info"
     home: Path = field(default_factory=lambda: default_home(os.environ))
 

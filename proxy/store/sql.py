@@ -6,10 +6,10 @@ Each feature keeps its queries in a module of its own, as a class extending
 
 from __future__ import annotations
 
-from proxy.store.core import CoreStore
+from proxy.store.recall import RecallStore
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(CoreStore):
+class SqlStore(RecallStore):
     pass

@@ -1,0 +1,406 @@
+"""What a fact is about: subject keys that survive a change of wording.
+
+A later fact supersedes an earlier one when both are about the same subject,
+so the key must not depend on how the fact is phrased. "We're committed to
+microservices" and "we merged all services back into a monolith" never name
+their subject; "our main DB is MongoDB" and "we migrated the database to
+PostgreSQL" name it two ways. :func:`keys_of` reads, in order of confidence:
+
+1. an explicit subject — "our/the/my X is …", "… for/as our X", "moved the X
+   to …", "my name is …", "I live in …" — normalized by :func:`canonical`
+   (modifiers and plurals dropped, synonyms folded: "main DB" → "database");
+2. the category of a known value — PostgreSQL → database, monolith →
+   architecture, React → frontend framework — from a lexicon of the tools,
+   platforms and practices software teams talk about.
+
+    >>> keys_of("We're committed to microservices.")
+    ['architecture']
+    >>> keys_of("We merged all services back into a monolith because deploys took hours.")
+    ['architecture']
+    >>> keys_of("Our main DB is MongoDB.")
+    ['database']
+    >>> keys_of("We changed the release cadence to every two weeks.")
+    ['release cadence']
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = [
+    "CATEGORIES",
+    "Subject",
+    "canonical",
+    "category_of",
+    "keys_of",
+    "subject_of",
+    "subject_with",
+    "values_of",
+]
+
+# Known values → the subject they are a value of. Lowercase entries match in
+# any case; capitalized ones only as written (they are also English words).
+_CATEGORY_TERMS = {
+    "database": (
+        "postgresql|postgres|mysql|mariadb|sqlite|mongodb|mongo|dynamodb|cassandra|"
+        "cockroachdb|couchdb|firestore|sql server|scylladb|Oracle|Aurora|Supabase|Neon|"
+        "Spanner"
+    ),
+    "cache": "redis|memcached|varnish|valkey|dragonfly",
+    "message queue": "kafka|rabbitmq|sqs|nats|pulsar|kinesis|pub/sub|activemq|zeromq|redpanda",
+    "architecture": (
+        "microservices|microservice|monolith|monolithic|serverless|modular monolith|"
+        "service-oriented|event-driven architecture"
+    ),
+    "api style": "graphql|grpc|REST|RESTful|json-rpc|trpc|SOAP",
+    "frontend framework": (
+        "react|angular|svelte|sveltekit|vue|vue.js|next.js|nuxt|ember|htmx|SolidJS|Solid"
+    ),
+    "language": (
+        "Python|Go|Golang|Rust|Java|Kotlin|TypeScript|JavaScript|Ruby|Elixir|Scala|C#|"
+        "C++|PHP|Swift|Haskell|Clojure|Erlang|Zig|OCaml|Dart|Perl"
+    ),
+    "cloud provider": (
+        "aws|gcp|azure|google cloud|digitalocean|heroku|fly.io|hetzner|linode|vercel|"
+        "netlify|ovh|render.com|on-prem|on-premises"
+    ),
+    "orchestration": "kubernetes|k8s|nomad|ecs|docker swarm|openshift|eks|gke",
+    "ci": (
+        "jenkins|github actions|gitlab ci|circleci|buildkite|travis|teamcity|"
+        "bitbucket pipelines|Drone"
+    ),
+    "monitoring": "datadog|prometheus|grafana|new relic|honeycomb|dynatrace|splunk|elastic apm",
+    "error tracking": "sentry|rollbar|bugsnag",
+    "search engine": "elasticsearch|opensearch|meilisearch|algolia|typesense|solr",
+    "auth provider": "auth0|okta|cognito|keycloak|firebase auth|Clerk",
+    "payment provider": "stripe|paypal|adyen|braintree|Paddle",
+    "editor": "vim|neovim|emacs|vs code|vscode|intellij|pycharm|sublime text",
+    "web framework": (
+        "django|flask|fastapi|rails|ruby on rails|laravel|nestjs|phoenix|Express|Spring|"
+        "spring boot|asp.net|starlette"
+    ),
+    "package manager": "poetry|pipenv|conda|npm|yarn|pnpm|pip|uv",
+    "repository layout": "monorepo|polyrepo|multi-repo",
+    "process": "scrum|kanban|shape up|SAFe",
+    "data warehouse": "snowflake|bigquery|redshift|databricks|clickhouse",
+    "operating system": "ubuntu|debian|alpine|centos|rhel|fedora|macos",
+    "infrastructure as code": "terraform|pulumi|cloudformation|ansible|opentofu",
+    "feature flags": "launchdarkly|unleash|flagsmith|growthbook",
+    "issue tracker": "jira|github issues|youtrack|asana|trello|Linear",
+    "on-call": "pagerduty|opsgenie|incident.io",
+    "test framework": "pytest|jest|junit|mocha|vitest|rspec|unittest",
+    "end-to-end testing": "cypress|playwright|selenium",
+    "orm": "sqlalchemy|prisma|hibernate|typeorm|activerecord|drizzle",
+    "indentation": "tabs|spaces",
+}
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    k: tuple(v.split("|")) for k, v in _CATEGORY_TERMS.items()
+}
+
+# Subject phrases that mean the same thing (after modifiers are dropped).
+SYNONYMS = {
+    "db": "database",
+    "datastore": "database",
+    "data store": "database",
+    "database engine": "database",
+    "database server": "database",
+    "rdbms": "database",
+    "message bus": "message queue",
+    "event bus": "message queue",
+    "queue": "message queue",
+    "message broker": "message queue",
+    "broker": "message queue",
+    "job queue": "message queue",
+    "system architecture": "architecture",
+    "service architecture": "architecture",
+    "platform architecture": "architecture",
+    "backend architecture": "architecture",
+    "system design": "architecture",
+    "frontend": "frontend framework",
+    "front end": "frontend framework",
+    "front-end": "frontend framework",
+    "ui framework": "frontend framework",
+    "ui": "frontend framework",
+    "cloud": "cloud provider",
+    "hosting": "cloud provider",
+    "hosting provider": "cloud provider",
+    "host": "cloud provider",
+    "ci pipeline": "ci",
+    "ci system": "ci",
+    "ci/cd": "ci",
+    "build pipeline": "ci",
+    "build system": "ci",
+    "continuous integration": "ci",
+    "api": "api style",
+    "public api": "api style",
+    "api layer": "api style",
+    "programming language": "language",
+    "backend language": "language",
+    "full name": "name",
+    "first name": "name",
+    "caching layer": "cache",
+    "cache layer": "cache",
+    "search": "search engine",
+    "search backend": "search engine",
+    "payments": "payment provider",
+    "payment processor": "payment provider",
+    "orm layer": "orm",
+    "indent style": "indentation",
+    "indentation style": "indentation",
+    "editor of choice": "editor",
+    "text editor": "editor",
+    "tracker": "issue tracker",
+    "ticket tracker": "issue tracker",
+    "headcount": "team size",
+    "caching": "cache",
+    "deployment": "orchestration",
+    "release schedule": "release cadence",
+    "release cycle": "release cadence",
+    "city": "location",
+    "home city": "location",
+}
+# Words that qualify a subject without changing it ("our main database").
+MODIFIERS = frozenset(
+    (
+        "main primary current new old whole entire production prod existing own actual real "
+        "default official overall chosen preferred favourite favorite usual standard team's "
+        "company's project's shared core internal external"
+    ).split()
+)
+# Heads too vague to be a subject ("the problem is …", "the plan is …").
+VAGUE = frozenset(
+    (
+        "reason problem issue plan idea point thing question answer goal result way fact truth "
+        "catch trick downside upside difference rest same best key part bit one other first "
+        "last next good bad worst easiest hardest only risk concern hope worry feeling sense "
+        "situation case thought story news deal year month week day hour minute time while ages "
+        "now example instance sure real long good start well soon expected usual planned "
+        "discussed mentioned promised agreed"
+    ).split()
+)
+_STOP = frozenset(
+    (
+        "a an the of to in on for and or but with we i you it is are was were be this that our my "
+        "your their its at by from as so do did does have has had not no all any some these those "
+        "there here just now also still then very really"
+    ).split()
+)
+# Words that end a subject phrase read forward ("for the event pipeline because …").
+_BOUNDARY = _STOP | frozenset(
+    (
+        "because since after before when while until so which who where due instead now again "
+        "back into onto over under about across per every each is are was were will would should "
+        "can could"
+    ).split()
+)
+
+_EXPLICIT = (
+    # "our database is …", "the launch deadline slipped to …"
+    re.compile(
+        r"\b(?:our|my|the|their)\s+((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+"
+        r"(?:is|are|was|were|will be|has been|have been|became|has become|'s|runs on|run on|"
+        r"runs|lives|sits|slipped|moved|moves|changed|got|now)\b",
+        re.I,
+    ),
+    # "we changed the release cadence to …", "moved the standup from …"
+    re.compile(
+        r"\b(?:chang(?:e|ed|ing)|mov(?:e|ed|ing)|push(?:ed)?|rais(?:e|ed)|bump(?:ed)?|cut|"
+        r"increas(?:e|ed)|reduc(?:e|ed)|lower(?:ed)?|set|switch(?:ed)?|slipp(?:ed)?|updat(?:e|ed)|"
+        r"extend(?:ed)?|shorten(?:ed)?|rename[d]?|migrat(?:e|ed)|rewr(?:ote|ite)|replac(?:e|ed)|"
+        r"swapp?(?:ed)?|upgrad(?:e|ed)|downgrad(?:e|ed))\s+(?:our|the|my)\s+"
+        r"((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+(?:to|from|back|over|with|in|into|for)\b",
+        re.I,
+    ),
+)
+_FOR_AS = re.compile(
+    r"\b(?:for|as)\s+(?:(?:our|the|my|a|an)\s+)?([a-z][\w/.-]*(?:\s+[a-z][\w/.-]*){0,3})",
+    re.I,
+)
+_PERSONAL = (
+    (re.compile(r"\b(?:my name is|i'm called|call me|i am called)\b", re.I), "name"),
+    (
+        re.compile(r"\b(?:i live in|i'm based in|i am based in|i moved to|i'm in)\b", re.I),
+        "location",
+    ),
+    (re.compile(r"\b(?:i work (?:at|for)|i'm (?:at|with) |i joined)\b", re.I), "employer"),
+    (
+        re.compile(
+            r"\b(?:team of \d+|\d+ (?:engineers|developers|people) on (?:the|our) team|"
+            r"(?:have|has|are) \d+ (?:engineers|developers|people))\b",
+            re.I,
+        ),
+        "team size",
+    ),
+    (re.compile(r"\btime ?zone\b", re.I), "time zone"),
+)
+
+
+@functools.cache
+def _lexicon() -> tuple[tuple[re.Pattern[str], dict[str, str]], ...]:
+    """Two matchers over :data:`CATEGORIES`: one case-folded, one exact-case."""
+    folded: dict[str, str] = {}
+    exact: dict[str, str] = {}
+    for category, terms in CATEGORIES.items():
+        for term in terms:
+            if term.islower() or not term[:1].isalpha():
+                folded[term.lower()] = category
+            else:
+                exact[term] = category
+
+    def alternation(terms: Iterable[str]) -> str:
+        return "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
+
+    edge = r"(?<![\w.+#-])({})(?![\w+#]|\.\w)"
+    return (
+        (re.compile(edge.format(alternation(folded)), re.I), folded),
+        (re.compile(edge.format(alternation(exact))), exact),
+    )
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "os")):
+        return word[:-1]
+    return word
+
+
+def canonical(phrase: str) -> str:
+    """A subject phrase normalized: lowercase, no modifiers or plurals, synonyms folded.
+
+    >>> canonical("The main DBs"), canonical("our Message Bus"), canonical("release schedule")
+    ('database', 'message queue', 'release cadence')
+    """
+    words = [w.strip(".,;:!?\"'()") for w in phrase.lower().split()]
+    if "of" in words:  # "the rest of the team" is about "rest", not "team"
+        words = words[: words.index("of")]
+    words = [w for w in words if w and w not in _STOP and w not in MODIFIERS]
+    if not words:
+        return ""
+    last = words[-1]
+    for form in (_singular(last), last[:-1] if last.endswith("s") else last, last):
+        joined = " ".join([*words[:-1], form])
+        if joined in SYNONYMS or joined in CATEGORIES:
+            return SYNONYMS.get(joined, joined)
+        # "postgres database" → "database"; "kafka cluster" stays itself.
+        tail = " ".join([*words[1:-1], form]) if len(words) > 1 else ""
+        if tail in SYNONYMS or tail in CATEGORIES:
+            return SYNONYMS.get(tail, tail)
+    return " ".join([*words[:-1], _singular(last)])
+
+
+def category_of(text: str) -> list[str]:
+    """Categories of the known values in ``text``, most mentioned first."""
+    counts: dict[str, int] = {}
+    order: dict[str, int] = {}
+    for pattern, table in _lexicon():
+        for match in pattern.finditer(text):
+            term = match.group(1)
+            category = table.get(term) or table.get(term.lower())
+            if category is None:
+                continue
+            counts[category] = counts.get(category, 0) + 1
+            order.setdefault(category, match.start())
+    return sorted(counts, key=lambda c: (-counts[c], order[c]))
+
+
+def _phrase_after(text: str, start: int) -> str:
+    words = []
+    for word in text[start:].split():
+        bare = word.strip(".,;:!?\"'()").lower()
+        if not bare or bare in _BOUNDARY or not bare[0].isalpha():
+            break
+        words.append(bare)
+        if word[-1:] in ".,;:!?)" or len(words) == 3:
+            break
+    return " ".join(words)
+
+
+def _good(key: str) -> bool:
+    return bool(key) and key.split()[-1] not in VAGUE and len(key) <= 40
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What a fact is about: explicit subject phrases and categories of its values."""
+
+    explicit: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.explicit + tuple(c for c in self.categories if c not in self.explicit)
+
+    def same_as(self, other: Subject) -> bool:
+        """Whether two facts are about the same thing, so the later one supersedes.
+
+        Two explicit subjects must agree ("for background jobs" is not "for
+        events", though both name a queue); values of different kinds are
+        different subjects even under one name (the backend's language is
+        not the backend's cloud).
+        """
+        if self.explicit and other.explicit:
+            if not set(self.explicit) & set(other.explicit):
+                return False
+            mine, theirs = set(self.categories), set(other.categories)
+            return not mine or not theirs or bool(mine & theirs)
+        return bool(set(self.categories) & set(other.categories))
+
+
+def subject_with(extra: str, sentence: str) -> Subject:
+    """:func:`subject_of` with one more explicit subject (one a model named)."""
+    found = subject_of(sentence)
+    key = canonical(extra)
+    if not _good(key):
+        return found
+    if key in CATEGORIES:
+        return Subject(found.explicit, (key, *(c for c in found.categories if c != key)))
+    return Subject((key, *(e for e in found.explicit if e != key)), found.categories)
+
+
+@functools.lru_cache(maxsize=8192)
+def subject_of(sentence: str) -> Subject:
+    """The subject of a fact (empty when none can be read)."""
+    explicit: list[str] = []
+    categories: list[str] = []
+
+    def add(key: str) -> None:
+        if not _good(key):
+            return
+        target = categories if key in CATEGORIES else explicit
+        if key not in target:
+            target.append(key)
+
+    for pattern, key in _PERSONAL:
+        if pattern.search(sentence):
+            add(key)
+    for pattern in _EXPLICIT:
+        for match in pattern.finditer(sentence):
+            add(canonical(match.group(1)))
+    for match in _FOR_AS.finditer(sentence):
+        add(canonical(_phrase_after(sentence, match.start(1))))
+    for category in category_of(sentence):
+        add(category)
+    return Subject(tuple(explicit), tuple(categories))
+
+
+def keys_of(sentence: str) -> list[str]:
+    """Subject keys of a fact, most confident first (may be empty)."""
+    return list(subject_of(sentence).keys)
+
+
+_VALUE = re.compile(
+    r"\d[\w.,:%/-]*|(?<=[\s(\"'/,])[A-Z][\w.+#-]*[a-z0-9][\w.+#-]*|\b[A-Z]{2,}\d*\b"
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def values_of(sentence: str) -> frozenset[str]:
+    """The concrete values a sentence states: numbers, names, known tools (lowercased)."""
+    found = {m.group(0).rstrip(".,").lower() for m in _VALUE.finditer(sentence)}
+    for pattern, _ in _lexicon():
+        found.update(m.group(1).lower() for m in pattern.finditer(sentence))
+    return frozenset(found)
