@@ -189,14 +189,7 @@ def build_context(
         rendered = renderer.render(memory)
 
     used = rendered.tokens + window_cost
-    recall_room = min(budget.recall_tokens, room - used)
-    chosen: list[Message] = []
-    recalled = renderer.render_recall(chosen)
-    for excerpt in recall:
-        trial = renderer.render_recall([*chosen, excerpt])
-        if trial.tokens <= recall_room:
-            chosen.append(excerpt)
-            recalled = trial
+    chosen, recalled = renderer.fit_recall(recall, min(budget.recall_tokens, room - used))
 
     messages = [m.to_openai() for m in system]
     if rendered.message is not None:

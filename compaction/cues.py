@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Cues", "cause_of", "read", "salience", "sentences"]
+__all__ = ["Cues", "cause_of", "read", "salience", "sentences", "tidy"]
 
 # A sentence ends at . ! ? followed by space and something that can start a
 # sentence; "e.g. foo" and "v1.2" do not split.
 _SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _NUMBER = re.compile(r"\d")
+# Hostnames, paths, repository names: "stg-eu-12.internal", "acme/core".
+_IDENTIFIER = re.compile(r"\b[A-Za-z0-9][\w-]*[./][\w-]+(?:[./][\w-]+)*\b")
 _VERSION = re.compile(r"\bv?\d+(?:\.\d+)+\b")
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -40,9 +42,11 @@ _DATE = re.compile(
 _NAME = re.compile(r"(?<=[\s(\"'/,])[A-Z][a-zA-Z0-9]*[a-z0-9][a-zA-Z0-9]*|\b[A-Z]{2,}[0-9]*\b")
 _CAUSAL = re.compile(
     r"\b(?:because|due to|caused|causing|so that|therefore|as a result|led to|leading to|"
-    r"in order to|thanks to|owing to|hence|the reason|that's why|which is why|since (?:we|the|our|"
-    r"it|they|nobody|no one|there|a|an|\w+ (?:was|were|is|are|had|kept))|after (?:the|a|an|we|"
-    r"our|it|they)|given that|to avoid|to stop|to fix|to reduce|to cut)\b",
+    r"in order to|thanks to|owing to|hence|the reason|that's why|which is why|given that|"
+    r"to avoid|to stop|to fix|to reduce|to cut|after (?:the|a|an|we|our|it|they)|"
+    # "since" gives a cause unless a time follows it ("since March", "since then").
+    rf"since(?!\s+(?:then|last|this|early|late|the (?:start|beginning)|\d|{_MONTH}\b|"
+    r"monday|tuesday|wednesday|thursday|friday|yesterday|day one)))\b",
     re.I,
 )
 _TEMPORAL = re.compile(
@@ -52,12 +56,18 @@ _TEMPORAL = re.compile(
     re.I,
 )
 _REVERSAL = re.compile(
-    r"\b(?:revert(?:ed|ing)?|switch(?:ed)? (?:back|to|from|over)|went back|going back|moved back|"
+    r"\b(?:revert(?:ed|ing)?|went back|going back|moved back|"
+    # "switched the public API to …", "migrated the database from …"
+    r"(?:switch|migrat|mov|port|swapp|transition|convert)(?:ed|ing|e)?\s+(?:[\w-]+\s+){0,4}?"
+    r"(?:back|to|from|off|onto|over to|away from)\b|"
     r"rolled back|roll back|no longer|not anymore|any ?more|instead|replac(?:ed|ing)|"
     r"abandon(?:ed)?|dropp(?:ed|ing)|undid|back to|back into|changed (?:our|my) minds?|"
-    r"migrat(?:ed|ing) (?:away|off|from|to)|moved (?:away from|off|from|to)|scrapped|ditched|"
+    r"scrapped|ditched|"
     r"removed|got rid of|rewr(?:ote|itten)|retired|sunset|deprecated|stopped using|"
-    r"changed (?:it|the|our|my) |slipped|postponed|pushed (?:back|out)|moved (?:the|our))",
+    r"changed (?:it|the|our|my) |slipped|postponed|pushed (?:back|out)|moved (?:the|our)|"
+    r"consolidat(?:ed|ing)|ended up|in the end|settled on|took over|handed over|rebuil[dt]|"
+    r"redesigned|reimplemented|redid|"
+    r"(?:is|are) now|now (?:use|run|host|live)s?)",
     re.I,
 )
 _DECISION = re.compile(
@@ -70,20 +80,23 @@ _DECISION = re.compile(
     r"never|committed to|going with|go with|call(?:ed)? (?:it|the))\b",
     re.I,
 )
+# Words that say a value is new ("we use Go now"), beyond the reversal verbs.
+_CHANGE = re.compile(r"\b(?:now|these days|anymore|any more|from now on|no more)\b", re.I)
 _FIRST_PERSON = re.compile(r"\b(?:we|we're|we've|we'll|we'd|our|ours|us|i|i'm|i've|my|me)\b", re.I)
 # Statements about someone else's setup, or general knowledge.
 _HEARSAY = re.compile(
     r"\b(?:(?:my|our) (?:\w+ )?\w+'s|a friend|friend of mine|someone|somebody|people|everyone|"
     r"everybody|many (?:teams|companies|people)|most (?:teams|companies|people)|other teams|"
     r"a lot of (?:teams|companies|people)|i (?:read|heard|saw|noticed|watched)|apparently|"
-    r"reportedly|rumou?r|some teams|"
+    r"reportedly|rumou?r|some teams|(?:my|our|at) (?:last|previous|old|former) (?:job|team|company|"
+    r"employer|startup)|"
     r"(?:a|one) (?:blog|talk|article|book|podcast|video))\b",
     re.I,
 )
 _HYPOTHETICAL = re.compile(
     r"\b(?:if (?:we|i|you)|should we|could we|would we|shall we|maybe we|perhaps we|might|"
     r"what if|wonder|considering|thinking (?:about|of)|or not|whether|would it|could it|"
-    r"would you|could you|can you|do you think|hypothetically|imagine)\b",
+    r"would you|could you|can you|do you think|hypothetically|imagine|^\s*if|if the)\b",
     re.I,
 )
 _REQUEST = re.compile(
@@ -104,6 +117,23 @@ _CAUSE_START = re.compile(
     r"the reason|to avoid|to stop|to fix|so that|in order to)\b",
     re.I,
 )
+
+
+# Discourse markers that open a sentence without adding to it.
+_OPENER = re.compile(
+    r"^(?:quick context|context|by the way|btw|fyi|for the record|just so you know|note|update|"
+    r"also|anyway|oh|ok|okay|so|and|well)\s*[:,\-—]?\s+(?=\S)",
+    re.I,
+)
+
+
+def tidy(sentence: str) -> str:
+    """A sentence without the discourse markers that open it ("Quick context: …")."""
+    while True:
+        stripped = _OPENER.sub("", sentence, count=1)
+        if stripped == sentence:
+            return sentence
+        sentence = stripped[:1].upper() + stripped[1:]
 
 
 def sentences(text: str) -> list[str]:
@@ -128,6 +158,8 @@ class Cues:
     causal: bool = False
     temporal: bool = False
     reversal: bool = False
+    change: bool = False
+    """A reversal cue, or a word saying the value is new ("now")."""
     first_person: bool = False
     question: bool = False
     hearsay: bool = False
@@ -151,7 +183,7 @@ class Cues:
 
 def read(sentence: str) -> Cues:
     return Cues(
-        number=bool(_NUMBER.search(sentence)),
+        number=bool(_NUMBER.search(sentence) or _IDENTIFIER.search(sentence)),
         version=bool(_VERSION.search(sentence)),
         date=bool(_DATE.search(sentence)),
         name=bool(_NAME.search(sentence)),
@@ -159,6 +191,7 @@ def read(sentence: str) -> Cues:
         causal=bool(_CAUSAL.search(sentence)),
         temporal=bool(_TEMPORAL.search(sentence)),
         reversal=bool(_REVERSAL.search(sentence)),
+        change=bool(_REVERSAL.search(sentence) or _CHANGE.search(sentence)),
         first_person=bool(_FIRST_PERSON.search(sentence)),
         question=sentence.rstrip().endswith("?"),
         hearsay=bool(_HEARSAY.search(sentence)),

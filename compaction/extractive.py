@@ -22,10 +22,11 @@ recall, so what is dropped here can still be found.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from compaction.cues import Cues, cause_of, read, salience, sentences
+from compaction.cues import Cues, cause_of, read, salience, sentences, tidy
 from compaction.ledger import Ledger
 from compaction.render import MemoryRenderer, day, fit_memory
 from compaction.state import Memory, Message
@@ -36,8 +37,9 @@ __all__ = ["ExtractiveSummarizer", "timeline_line"]
 
 MAX_FACT_CHARS = 320
 MAX_LINE_CHARS = 320
-FACT_SALIENCE = 4
-LINE_SALIENCE = 4
+FACT_SALIENCE = 3
+LINE_SALIENCE = 3
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|we|our|us)\b", re.I)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -51,14 +53,21 @@ def timeline_line(message: Message, text: str) -> str:
 
 
 def is_fact(sentence: str, cues: Cues) -> bool:
-    if not cues.about_us or salience(cues) < FACT_SALIENCE:
+    """A statement of the user's own situation, about a subject, carrying a value."""
+    if cues.question or cues.hearsay or cues.hypothetical or cues.request or cues.generic:
         return False
-    if not (cues.concrete or cues.decision or cues.reversal):
+    subject = subject_of(sentence)
+    if not subject.keys:
         return False
-    return bool(subject_of(sentence).keys)
+    # "Our X …" and "the X is …" are both about this conversation's things.
+    if not (cues.first_person or subject.explicit):
+        return False
+    if not (cues.concrete or cues.decision or cues.reversal or subject.categories):
+        return False
+    return salience(cues) + (2 if subject.explicit else 0) >= FACT_SALIENCE
 
 
-def is_timeline(role: str, cues: Cues) -> bool:
+def is_timeline(role: str, sentence: str, cues: Cues) -> bool:
     if cues.question or cues.request or cues.hypothetical or cues.generic or cues.hearsay:
         return False
     if not (cues.causal or cues.reversal or cues.date):
@@ -66,8 +75,13 @@ def is_timeline(role: str, cues: Cues) -> bool:
     if role == "user":
         return (cues.first_person or cues.concrete) and salience(cues) >= LINE_SALIENCE
     # The assistant's lines count when they are about this conversation's
-    # concrete things, not general advice.
-    return cues.concrete and (cues.causal or cues.reversal) and salience(cues) >= LINE_SALIENCE
+    # concrete things ("your …", "we …"), not general advice.
+    return (
+        cues.concrete
+        and (cues.causal or cues.reversal)
+        and bool(_ADDRESSED.search(sentence))
+        and salience(cues) >= LINE_SALIENCE - 2
+    )
 
 
 class ExtractiveSummarizer:
@@ -98,7 +112,7 @@ class ExtractiveSummarizer:
         for message in evicted:
             if message.role not in ("user", "assistant"):
                 continue
-            parts = sentences(text_of(message.content))
+            parts = [tidy(p) for p in sentences(text_of(message.content))]
             skip = False
             for i, sentence in enumerate(parts):
                 if skip:
@@ -116,7 +130,7 @@ class ExtractiveSummarizer:
                         at=message.created_at,
                         reason=_clip(reason, 200),
                     )
-                elif is_timeline(message.role, cues):
+                elif is_timeline(message.role, sentence, cues):
                     line = timeline_line(message, sentence)
                     if line not in seen:
                         seen.add(line)

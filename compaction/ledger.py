@@ -69,7 +69,7 @@ class Ledger:
             return
         about = subject_with(subject, text) if subject else subject_of(text)
         old = self._match(about, text, before)
-        is_change = change or read(text).reversal
+        is_change = change or read(text).change
         if old is not None and not is_change:
             mine, theirs = values_of(text), values_of(old.text)
             if mine and mine <= theirs:
@@ -110,7 +110,16 @@ class Ledger:
                     return fact
         if not about.keys:
             return None
-        candidates = [f for f in self.facts if fact_subject(f).same_as(about)]
+        # Two facts that share only a kind of value (both name a language)
+        # are one subject only when the new one says the value changed:
+        # "we run Python 3.9" does not replace "the backend is Java".
+        loose = read(text).change
+        candidates = [
+            f
+            for f in self.facts
+            if fact_subject(f).same_as(about)
+            and (loose or _shared_explicit(fact_subject(f), about))
+        ]
         if not candidates:
             return None
         mine = values_of(text)
@@ -121,6 +130,10 @@ class Ledger:
     def _remove(self, fact: Fact) -> None:
         self.facts.remove(fact)
         self._texts.discard(fact.text)
+
+
+def _shared_explicit(a: Subject, b: Subject) -> bool:
+    return bool(set(a.explicit) & set(b.explicit))
 
 
 def _shared_key(a: Subject, b: Subject) -> str:

@@ -18,34 +18,47 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from compaction.cues import sentences
+from compaction.cues import sentences, tidy
 from compaction.state import Memory, Message
 from compaction.tokens import text_of
 
 __all__ = ["excerpt", "known_sentences", "query_terms"]
 
-MAX_TERMS = 8
+MAX_TERMS = 4
 MAX_EXCERPT_CHARS = 360
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+#/-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 _STOP = frozenset(
     (
-        "a about above after again against all also am an and any are aren't as at be because been "
-        "before being below between both but by can can't cannot could couldn't did didn't do does "
-        "doesn't doing don't down during each few for from further had hadn't has hasn't have "
-        "haven't having he her here hers herself him himself his how i i'd i'll i'm i've if in "
-        "into "
-        "is isn't it it's its itself just let's me more most mustn't my myself no nor not now of "
-        "off on once only or other ought our ours ourselves out over own same shan't she should "
-        "shouldn't so some such than that that's the their theirs them themselves then there "
-        "there's these they they'd they'll they're they've this those through to too under until "
-        "up very was wasn't we we'd we'll we're we've were weren't what what's when when's where "
-        "where's which while who who's whom why why's with won't would wouldn't you you'd you'll "
-        "you're you've your yours yourself yourselves again anyway remind tell told know remember "
-        "please thanks thank okay ok yes yeah sure think thought currently current still right "
-        "actually really quick quickly question questions answer like want need get got use used "
-        "using go going say said mean back one thing things way kind sort lot bit something "
-        "anything everything everyone someone since earlier later ago last next first today "
-        "yesterday tomorrow time times much many well good great new old us let"
+        "a about above after again against all also am an and any are aren't as at be because "
+        "been before being below between both but by can can't cannot could couldn't did "
+        "didn't do does doesn't doing don't down during each few for from further had hadn't "
+        "has hasn't have haven't having he her here hers herself him himself his how i i'd "
+        "i'll i'm i've if in into is isn't it it's its itself just let's me more most mustn't "
+        "my myself no nor not now of off on once only or other ought our ours ourselves out "
+        "over own same shan't she should shouldn't so some such than that that's the their "
+        "theirs them themselves then there there's these they they'd they'll they're they've "
+        "this those through to too under until up very was wasn't we we'd we'll we're we've "
+        "were weren't what what's when when's where where's which while who who's whom why "
+        "why's with won't would wouldn't you you'd you'll you're you've your yours yourself "
+        "yourselves anyway remind tell told know remember please thanks thank okay ok yes yeah "
+        "sure think thought currently current still right actually really quick quickly "
+        "question questions answer like want need get got use used using go going say said "
+        "mean back one thing things way kind sort lot bit something anything everything "
+        "everyone someone since earlier later ago last next first today yesterday tomorrow "
+        "time times much many well good great new old us let day days week weeks month months "
+        "year years hour hours minute minutes happen happened happens come came make made done "
+        "take took give gave find found look looked see saw seem seems work works worked "
+        "working try tried help helped start started keep kept put set call called feel felt "
+        "leave left turn turned show showed move moved live believe bring brought sit stand "
+        "lose lost meet met include learn change changed lead understand watch follow stop "
+        "speak allow add spend grow walk win offer love consider appear wait serve expect stay "
+        "fall cut reach remain suggest raise pass require decide people person man woman child "
+        "world life hand part place case point company number group problem fact stuff side "
+        "end example idea reason area piece sense matter issue form fine best better worse "
+        "worst big small large little long short high low early late important different able "
+        "whole true real certain clear full free easy hard possible likely instead maybe "
+        "perhaps probably definitely basically exactly pretty quite rather nowadays lately "
+        "recently"
     ).split()
 )
 
@@ -100,7 +113,7 @@ def excerpt(
     ``None`` when every matching sentence is already ``known`` (shown in memory).
     """
     stems = [_stem(t) for t in terms]
-    parts = sentences(text_of(message.content))
+    parts = [tidy(p) for p in sentences(text_of(message.content))]
     if not parts:
         return None
     known_set = set(known)

@@ -50,7 +50,10 @@ _CATEGORY_TERMS = {
         "Spanner"
     ),
     "cache": "redis|memcached|varnish|valkey|dragonfly",
-    "message queue": "kafka|rabbitmq|sqs|nats|pulsar|kinesis|pub/sub|activemq|zeromq|redpanda",
+    "message queue": (
+        "kafka|rabbitmq|sqs|nats|pulsar|kinesis|pub/sub|activemq|zeromq|redpanda|celery|"
+        "sidekiq|resque|bullmq"
+    ),
     "architecture": (
         "microservices|microservice|monolith|monolithic|serverless|modular monolith|"
         "service-oriented|event-driven architecture"
@@ -134,9 +137,6 @@ SYNONYMS = {
     "build pipeline": "ci",
     "build system": "ci",
     "continuous integration": "ci",
-    "api": "api style",
-    "public api": "api style",
-    "api layer": "api style",
     "programming language": "language",
     "backend language": "language",
     "full name": "name",
@@ -167,8 +167,13 @@ MODIFIERS = frozenset(
     (
         "main primary current new old whole entire production prod existing own actual real "
         "default official overall chosen preferred favourite favorite usual standard team's "
-        "company's project's shared core internal external"
+        "company's project's shared core internal external daily weekly nightly monthly"
     ).split()
+)
+# Heads that name a kind of thing rather than which one: "billing service" is "billing".
+GENERIC_HEADS = frozenset(
+    "service system app application tool team platform stack setup layer module component "
+    "pipeline cluster server project codebase repo repository process".split()
 )
 # Heads too vague to be a subject ("the problem is …", "the plan is …").
 VAGUE = frozenset(
@@ -178,7 +183,8 @@ VAGUE = frozenset(
         "last next good bad worst easiest hardest only risk concern hope worry feeling sense "
         "situation case thought story news deal year month week day hour minute time while ages "
         "now example instance sure real long good start well soon expected usual planned "
-        "discussed mentioned promised agreed"
+        "discussed mentioned promised agreed everything nothing everyone something anything "
+        "someone nobody this that it quick context note update fyi also anyway"
     ).split()
 )
 _STOP = frozenset(
@@ -202,7 +208,9 @@ _EXPLICIT = (
     re.compile(
         r"\b(?:our|my|the|their)\s+((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+"
         r"(?:is|are|was|were|will be|has been|have been|became|has become|'s|runs on|run on|"
-        r"runs|lives|sits|slipped|moved|moves|changed|got|now)\b",
+        r"runs|lives|sits|slipped|moved|moves|changed|got|now|listens|uses|takes|handles|needs|"
+        r"has|have|costs|holds|serves|supports|includes|contains|targets|requires|expects|starts|"
+        r"ends|ships|deploys|stores|belongs|goes|went|needed|took|used|started)\b",
         re.I,
     ),
     # "we changed the release cadence to …", "moved the standup from …"
@@ -210,10 +218,23 @@ _EXPLICIT = (
         r"\b(?:chang(?:e|ed|ing)|mov(?:e|ed|ing)|push(?:ed)?|rais(?:e|ed)|bump(?:ed)?|cut|"
         r"increas(?:e|ed)|reduc(?:e|ed)|lower(?:ed)?|set|switch(?:ed)?|slipp(?:ed)?|updat(?:e|ed)|"
         r"extend(?:ed)?|shorten(?:ed)?|rename[d]?|migrat(?:e|ed)|rewr(?:ote|ite)|replac(?:e|ed)|"
+        r"rebuil[dt]|redesign(?:ed)?|reimplement(?:ed)?|redid|redo|port(?:ed)?|"
         r"swapp?(?:ed)?|upgrad(?:e|ed)|downgrad(?:e|ed))\s+(?:our|the|my)\s+"
         r"((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+(?:to|from|back|over|with|in|into|for)\b",
         re.I,
     ),
+)
+# "Background jobs run on SQS now", "Billing is Ines's now": a bare noun phrase opening
+# the sentence (the phrase must not be a tool's name: "Kafka is great" is an opinion).
+# "Kofi took over the billing service", "Priya owns the API": who is in charge of what.
+_OWNER = re.compile(
+    r"\b(?:owns?|owned by|took over|takes over|taking over|inherited|leads?|led|manages?|managed|"
+    r"maintains?|maintained|(?:is|are) responsible for|in charge of)\s+(?:the|our)\s+(?=[a-z])",
+    re.I,
+)
+_OPENING = re.compile(
+    r"^((?:[A-Z][a-z][\w/.-]*)(?:\s+[a-z][\w/.-]*){0,2}?)\s+"
+    r"(?:is|are|was|were|will be|has been|have been|became|runs on|run on|runs|run|lives|sits)\b"
 )
 _FOR_AS = re.compile(
     r"\b(?:for|as)\s+(?:(?:our|the|my|a|an)\s+)?([a-z][\w/.-]*(?:\s+[a-z][\w/.-]*){0,3})",
@@ -373,6 +394,10 @@ def subject_of(sentence: str) -> Subject:
         target = categories if key in CATEGORIES else explicit
         if key not in target:
             target.append(key)
+        # "the billing service" is also "billing"
+        words = key.split()
+        if len(words) > 1 and words[-1] in GENERIC_HEADS:
+            add(" ".join(words[:-1]))
 
     for pattern, key in _PERSONAL:
         if pattern.search(sentence):
@@ -380,6 +405,11 @@ def subject_of(sentence: str) -> Subject:
     for pattern in _EXPLICIT:
         for match in pattern.finditer(sentence):
             add(canonical(match.group(1)))
+    for match in _OWNER.finditer(sentence):
+        add(canonical(_phrase_after(sentence, match.end())))
+    opening = _OPENING.match(sentence)
+    if opening and not category_of(opening.group(1)):
+        add(canonical(opening.group(1)))
     for match in _FOR_AS.finditer(sentence):
         add(canonical(_phrase_after(sentence, match.start(1))))
     for category in category_of(sentence):

@@ -22,7 +22,7 @@ from proxy.store.recall import RecallStore
 __all__ = ["ArchiveRecall"]
 
 # Candidates fetched per turn; the builder keeps what fits the recall share.
-RECALL_LIMIT = 8
+RECALL_LIMIT = 6
 
 
 class ArchiveRecall:

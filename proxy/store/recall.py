@@ -1,4 +1,10 @@
-"""Recall queries: the best-matching archived messages of one session."""
+"""Recall queries: the best-matching archived messages of one session.
+
+SQLite keeps a full-text index for recall alone (migration 0005): each
+session's user and assistant messages sit under rowids ``(key << 24) + seq``,
+a contiguous range per session, so a query reads only the session's own
+postings and costs the same in a database of one session or ten thousand.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ RECALL_COLUMNS = (
     "m.seq, m.turn, m.role, m.content, m.parts, m.name, m.tool_calls, m.tool_call_id, "
     "m.token_count, m.created_at"
 )
+# Low bits of a recall rowid: the message's seq within its session.
+SEQ_BITS = 24
 
 
 def fts5_match(terms: Sequence[str]) -> str:
@@ -33,16 +41,23 @@ class RecallStore(CoreStore):
         if not terms or through_seq <= 0 or limit <= 0:
             return []
         if self.db.dialect != "sqlite":
-            # PostgreSQL (issue 4) adds its branch here: the same filter over
-            # a tsvector of messages.content, ranked by ts_rank_cd. Until then
-            # a PostgreSQL session is simply not given recalled excerpts.
+            # PostgreSQL (issue 4) adds its branch here: the same filter
+            # (session_id = ? AND seq <= ? AND role IN ('user', 'assistant'))
+            # over its tsvector of messages.content, ranked by ts_rank_cd, best
+            # first; migration postgres_0005 adds the partial index it uses.
+            # Until then a PostgreSQL session gets no recalled excerpts.
             return []
+        seq_mask = (1 << SEQ_BITS) - 1
+        # CROSS JOIN keeps the index as the outer loop: the planner would
+        # otherwise be free to walk messages and re-run the MATCH per row.
         rows = await self.db.fetchall(
-            f"SELECT {RECALL_COLUMNS} FROM messages_fts "
-            "JOIN messages m ON m.id = messages_fts.rowid "
-            "WHERE messages_fts MATCH ? AND m.session_id = ? AND m.seq <= ? "
-            "AND m.role IN ('user', 'assistant') "
-            "ORDER BY bm25(messages_fts) LIMIT ?",
-            (fts5_match(terms), session_id, through_seq, limit),
+            f"SELECT {RECALL_COLUMNS} FROM recall_fts "
+            "CROSS JOIN messages m "
+            f"ON m.session_id = ? AND m.seq = (recall_fts.rowid & {seq_mask}) "
+            "WHERE recall_fts MATCH ? AND recall_fts.rowid BETWEEN "
+            f"(SELECT (key << {SEQ_BITS}) FROM recall_sessions WHERE session_id = ?) AND "
+            f"(SELECT (key << {SEQ_BITS}) + ? FROM recall_sessions WHERE session_id = ?) "
+            "ORDER BY bm25(recall_fts) LIMIT ?",
+            (session_id, fts5_match(terms), session_id, through_seq, session_id, limit),
         )
         return [message_from_row(row) for row in rows]
