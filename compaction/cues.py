@@ -75,8 +75,9 @@ _DECISION = re.compile(
     r"switched|migrated|moved|merged|removed|added|adopted|run|deploy|host|went|built|build|"
     r"rewrote|replaced|split|pinned|turned|enabled|disabled|launched|shipped|released|hired|"
     r"signed|bought|dropped|kept|rely|need)|i (?:prefer|like|love|hate|use|want|need|work|live|"
-    r"chose|picked|decided)|my name is|i'm|i am|we're|we've|we are|we have|our \w+ (?:is|are|was|"
-    r"were)|my \w+ (?:is|are)|decided|decision|prefer(?:s|red)?|deadline|budget|must|always|"
+    r"chose|picked|decided)|my name is|i'm|i am|we're|we've|we are|we have|"
+    r"(?:our|my) (?:[\w-]+ ){1,3}(?:is|are|was|were)|decided|decision|prefer(?:s|red)?|deadline|"
+    r"budget|must|always|"
     r"never|committed to|going with|go with|call(?:ed)? (?:it|the))\b",
     re.I,
 )

@@ -58,13 +58,22 @@ def is_fact(sentence: str, cues: Cues) -> bool:
         return False
     subject = subject_of(sentence)
     if not subject.keys:
-        return False
+        # No subject to file it under, but a decision with a value ("we pinned
+        # numpy to 1.26"): a fact that nothing supersedes. Dated or explained
+        # events go to the timeline instead.
+        return (
+            cues.about_us
+            and cues.decision
+            and cues.concrete
+            and not (cues.date or cues.causal or cues.temporal)
+            and salience(cues) >= 5
+        )
     # "Our X …" and "the X is …" are both about this conversation's things.
-    if not (cues.first_person or subject.explicit):
+    if not (cues.first_person or subject.named):
         return False
     if not (cues.concrete or cues.decision or cues.reversal or subject.categories):
         return False
-    return salience(cues) + (2 if subject.explicit else 0) >= FACT_SALIENCE
+    return salience(cues) + (2 if subject.named else 0) >= FACT_SALIENCE
 
 
 def is_timeline(role: str, sentence: str, cues: Cues) -> bool:

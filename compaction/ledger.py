@@ -133,7 +133,7 @@ class Ledger:
 
 
 def _shared_explicit(a: Subject, b: Subject) -> bool:
-    return bool(set(a.explicit) & set(b.explicit))
+    return bool(set(a.named) & set(b.named))
 
 
 def _shared_key(a: Subject, b: Subject) -> str:

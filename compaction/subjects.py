@@ -206,7 +206,8 @@ _BOUNDARY = _STOP | frozenset(
 _EXPLICIT = (
     # "our database is …", "the launch deadline slipped to …"
     re.compile(
-        r"\b(?:our|my|the|their)\s+((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+"
+        # Not "their": someone else's.
+        r"\b(?:our|my|the)\s+((?:[a-z][\w/.-]*\s+){0,3}?[a-z][\w/.-]*)\s+"
         r"(?:is|are|was|were|will be|has been|have been|became|has become|'s|runs on|run on|"
         r"runs|lives|sits|slipped|moved|moves|changed|got|now|listens|uses|takes|handles|needs|"
         r"has|have|costs|holds|serves|supports|includes|contains|targets|requires|expects|starts|"
@@ -274,7 +275,7 @@ def _lexicon() -> tuple[tuple[re.Pattern[str], dict[str, str]], ...]:
     def alternation(terms: Iterable[str]) -> str:
         return "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
 
-    edge = r"(?<![\w.+#-])({})(?![\w+#]|\.\w)"
+    edge = r"(?<![\w.+#/-])({})(?![\w+#/-]|\.\w)"
     return (
         (re.compile(edge.format(alternation(folded)), re.I), folded),
         (re.compile(edge.format(alternation(exact))), exact),
@@ -350,6 +351,8 @@ class Subject:
 
     explicit: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
+    """Every key the sentence names outright ("our database is …"), category or not."""
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -377,9 +380,11 @@ def subject_with(extra: str, sentence: str) -> Subject:
     key = canonical(extra)
     if not _good(key):
         return found
+    named = (key, *(n for n in found.named if n != key))
     if key in CATEGORIES:
-        return Subject(found.explicit, (key, *(c for c in found.categories if c != key)))
-    return Subject((key, *(e for e in found.explicit if e != key)), found.categories)
+        categories = (key, *(c for c in found.categories if c != key))
+        return Subject(found.explicit, categories, named)
+    return Subject((key, *(e for e in found.explicit if e != key)), found.categories, named)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -387,17 +392,20 @@ def subject_of(sentence: str) -> Subject:
     """The subject of a fact (empty when none can be read)."""
     explicit: list[str] = []
     categories: list[str] = []
+    named: list[str] = []
 
-    def add(key: str) -> None:
+    def add(key: str, stated: bool = True) -> None:
         if not _good(key):
             return
         target = categories if key in CATEGORIES else explicit
         if key not in target:
             target.append(key)
+        if stated and key not in named:
+            named.append(key)
         # "the billing service" is also "billing"
         words = key.split()
         if len(words) > 1 and words[-1] in GENERIC_HEADS:
-            add(" ".join(words[:-1]))
+            add(" ".join(words[:-1]), stated)
 
     for pattern, key in _PERSONAL:
         if pattern.search(sentence):
@@ -413,8 +421,8 @@ def subject_of(sentence: str) -> Subject:
     for match in _FOR_AS.finditer(sentence):
         add(canonical(_phrase_after(sentence, match.start(1))))
     for category in category_of(sentence):
-        add(category)
-    return Subject(tuple(explicit), tuple(categories))
+        add(category, stated=False)
+    return Subject(tuple(explicit), tuple(categories), tuple(named))
 
 
 def keys_of(sentence: str) -> list[str]:
@@ -423,7 +431,8 @@ def keys_of(sentence: str) -> list[str]:
 
 
 _VALUE = re.compile(
-    r"\d[\w.,:%/-]*|(?<=[\s(\"'/,])[A-Z][\w.+#-]*[a-z0-9][\w.+#-]*|\b[A-Z]{2,}\d*\b"
+    r"\d[\w.,:%/-]*|(?<=[\s(\"'/,])[A-Z][\w.+#-]*[a-z0-9][\w.+#-]*|\b[A-Z]{2,}\d*\b|"
+    r"\b[A-Za-z][\w-]*[./][\w-]+(?:[./][\w-]+)*"  # hosts, paths: stg-eu-12.internal, acme/core
 )
 
 
