@@ -123,9 +123,18 @@ class Ledger:
         if not candidates:
             return None
         mine = values_of(text)
-        # The fact whose values the new one mentions ("replaced RabbitMQ with
-        # SQS" replaces the RabbitMQ fact), then the most recent.
-        return max(candidates, key=lambda f: (len(values_of(f.text) & mine), f.turn))
+        # The fact filed under a subject the new one names outright ("the
+        # backend is Go now" replaces "the backend is Python", not "we run
+        # Python 3.12"), then the one whose values it mentions ("replaced
+        # RabbitMQ with SQS"), then the most recent.
+        return max(
+            candidates,
+            key=lambda f: (
+                _shared_explicit(fact_subject(f), about),
+                len(values_of(f.text) & mine),
+                f.turn,
+            ),
+        )
 
     def _remove(self, fact: Fact) -> None:
         self.facts.remove(fact)

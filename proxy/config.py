@@ -107,7 +107,7 @@ class Settings:
     api_key: tuple[str, ...] = ()
     insecure_no_auth: bool = False
     max_body_bytes: int = 8 * 1024 * 1024
-    memory_share: float = 0.30
+    memory_share: float = 0.40
     recall_share: float = 0.10
     new_share: float = 0.10
     compaction_step: float = 0.05

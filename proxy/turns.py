@@ -9,6 +9,7 @@ until :meth:`Turn.finish` (store the answer, then maybe compact) or
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -309,7 +310,7 @@ class Conversations:
         turn_number = live.last_turn + (1 if any(m.role == "user" for m in new) else 0)
         counted = self._counted(new, turn=max(turn_number, 1), created_at=now)
         counted = [replace(m, seq=live.last_seq + i + 1) for i, m in enumerate(counted)]
-        recalled = await self.recall(live, counted) if self.recall is not None else ()
+        recalled, pending_id = await self._recall_and_write(request, live, counted)
         try:
             built = build_context(
                 system=system if system is not None else live.system,
@@ -323,6 +324,7 @@ class Conversations:
                 extra_tokens=self._extra_tokens(request.body),
             )
         except ContextTooLarge as exc:
+            await self.store.abort_turn(pending_id)
             raise ContextLengthExceeded(str(exc), param="messages") from exc
         if built.folded and await self.store.save_memory(live.id, live.version, built.memory):
             live.folded(built.memory)
@@ -331,7 +333,31 @@ class Conversations:
         body["messages"] = built.messages
         if body.get("model") in (None, "hermes"):
             body["model"] = self.model_alias
-        pending_id = await self.store.begin_turn(
+        return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)
+
+    async def _recall_and_write(
+        self, request: TurnRequest, live: LiveSession, counted: list[Message]
+    ) -> tuple[Sequence[Message], str]:
+        """Recalled excerpts and the pending turn's id.
+
+        The archive query (reader connection) and the pending-turn write
+        (writer) run side by side. Recall is best effort: if it fails the
+        turn goes on without excerpts.
+        """
+        write = self.store.begin_turn(
             live.id, [m.to_openai() for m in counted], request.idempotency_key
         )
-        return Turn(self, live, request, counted, system, body, built.tokens, pending_id, release)
+        if self.recall is None:
+            return (), await write
+        found, pending_id = await asyncio.gather(
+            self.recall(live, counted), write, return_exceptions=True
+        )
+        if isinstance(pending_id, BaseException):
+            raise pending_id
+        if isinstance(found, BaseException):
+            if not isinstance(found, Exception):
+                await self.store.abort_turn(pending_id)
+                raise found
+            logger.warning("recall for session %s failed: %s", live.id, found)
+            found = ()
+        return found, pending_id

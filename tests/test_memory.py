@@ -113,6 +113,17 @@ def test_other_subjects_hearsay_and_restatements_are_not_reversals(first: str, s
     assert first in [f.text for f in memory.facts]
 
 
+def test_the_fact_named_outright_is_the_one_superseded() -> None:
+    memory = fold(
+        "The backend is Python.",
+        "We run Python 3.12.6 in production.",
+        "The backend is Go now, since the old Python code couldn't keep up with load.",
+    )
+    (reversal,) = memory.reversals
+    assert reversal.before == "The backend is Python."
+    assert "We run Python 3.12.6 in production." in [f.text for f in memory.facts]
+
+
 def test_a_refinement_replaces_the_fact_without_a_reversal() -> None:
     memory = fold("Our database is PostgreSQL.", "Our database is PostgreSQL 15 on RDS.")
     assert [f.text for f in memory.facts] == ["Our database is PostgreSQL 15 on RDS."]

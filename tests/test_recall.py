@@ -9,6 +9,7 @@ from typing import Any
 
 from compaction import Message
 from compaction.render import MEMORY_HEADER, RECALL_HEADER
+from proxy.errors import StorageError
 from proxy.store import SqlStore, TurnCommit, database_for
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream
@@ -150,3 +151,20 @@ def test_the_recall_index_is_per_session_and_follows_deletes(tmp_path: Path) -> 
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_failing_recall_query_does_not_fail_the_turn(
+    make_proxy: ProxyFactory, upstream: FakeUpstream
+) -> None:
+    with make_proxy(budget=1000, recall_share=0.15) as proxy:
+        long_session(proxy, turns=30)
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise StorageError("database read failed: disk I/O error")
+
+        proxy.services.store.recall_messages = broken  # type: ignore[method-assign]
+        headers = say(proxy, "Where are the spare keys again?")
+        assert int(headers["x-hermes-context-tokens"]) <= 1000
+        assert not any(content(m).startswith(RECALL_HEADER) for m in upstream.chats[-1].messages)
+        assert proxy.pending() == []
+        assert proxy.transcript("recall")[-1]["role"] == "assistant"

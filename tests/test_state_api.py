@@ -74,7 +74,7 @@ def test_the_state_shows_what_the_session_remembers_and_what_it_costs(
         assert window[-1]["role"] == "assistant"
         assert [m["seq"] for m in window] == list(range(window[0]["seq"], window[-1]["seq"] + 1))
         tokens = body["tokens"]
-        assert tokens["budget"] == 1200 and tokens["memory_limit"] == 360
+        assert tokens["budget"] == 1200 and tokens["memory_limit"] == 480
         assert 0 < tokens["memory"] <= tokens["memory_limit"]
         assert tokens["window"] == sum(m["tokens"] for m in window)
         parts = tokens["facts"] + tokens["reversals"] + tokens["summary"]
