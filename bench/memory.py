@@ -249,9 +249,10 @@ def draw(table: Mapping[str, Mapping[str, float]], path: Path, title: str) -> No
     left.set_ylabel("retained (%)")
     left.set_ylim(0, 105)
     left.axhline(90, color="grey", linestyle=":", linewidth=1)
-    left.legend(loc="lower right")
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(table), frameon=False)
     left.set_title(title)
-    right.bar(list(table), [row["tokens"] for row in table.values()], color="C2")
+    colors = [f"C{i}" for i in range(len(table))]
+    right.bar(list(table), [row["tokens"] for row in table.values()], color=colors)
     right.set_yscale("log")
     right.set_ylabel("prompt tokens per request (median)")
     fig.tight_layout()

@@ -123,15 +123,16 @@ class Ledger:
         if not candidates:
             return None
         mine = values_of(text)
-        # The fact filed under a subject the new one names outright ("the
-        # backend is Go now" replaces "the backend is Python", not "we run
-        # Python 3.12"), then the one whose values it mentions ("replaced
-        # RabbitMQ with SQS"), then the most recent.
+        # The fact whose values the new one mentions ("replaced RabbitMQ with
+        # SQS", "billing is Tomas's now, since Priya moved"), then one filed
+        # under a subject the new one names outright ("the backend is Go now"
+        # replaces "the backend is Python", not "we run Python 3.12"), then
+        # the most recent.
         return max(
             candidates,
             key=lambda f: (
-                _shared_explicit(fact_subject(f), about),
                 len(values_of(f.text) & mine),
+                _shared_explicit(fact_subject(f), about),
                 f.turn,
             ),
         )

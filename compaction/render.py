@@ -102,20 +102,25 @@ def _timeline(lines: Sequence[str]) -> list[str]:
     return _dated(dated)
 
 
-def render_reversal(r: Reversal, current: dict[str, Fact]) -> str:
-    now = current.get(r.subject)
+def render_reversal(r: Reversal, current: set[str], replaced: set[str]) -> str:
+    """One change; ``current`` holds the texts of current facts, ``replaced`` the texts
+    that a later change replaced in turn."""
     why = "" if r.reason and r.reason in r.after else _because(r.reason)
     since = f" (turn {r.before_turn})" if r.before_turn else ""
-    if now is not None and now.text == r.after:
-        return f'- {r.subject}: "{r.before}"{since}, replaced at turn {r.turn}{why}'
-    marker = "later" if now is not None else "now"
-    return f'- {r.subject}: "{r.before}"{since} -> {marker} "{r.after}" (turn {r.turn}){why}'
+    label = r.subject or "changed"
+    if r.after in current:
+        return f'- {label}: "{r.before}"{since}, replaced at turn {r.turn}{why}'
+    # The new value is not among the facts: replaced again later, or trimmed
+    # from memory while still the latest word on its subject.
+    marker = "later" if r.after in replaced else "now"
+    return f'- {label}: "{r.before}"{since} -> {marker} "{r.after}" (turn {r.turn}){why}'
 
 
 def memory_sections(memory: Memory) -> dict[str, list[str]]:
     """The memory message's sections, each a heading and its lines (empty ones left out)."""
     changed = {r.subject for r in memory.reversals}
-    current = {f.subject: f for f in memory.facts if f.subject}
+    current = {f.text for f in memory.facts}
+    replaced = {r.before for r in memory.reversals}
     sections: dict[str, list[str]] = {}
     if memory.facts:
         facts = [(day(f.at), render_fact(f, f.subject in changed)) for f in memory.facts]
@@ -124,7 +129,7 @@ def memory_sections(memory: Memory) -> dict[str, list[str]]:
     if memory.reversals:
         sections["reversals"] = [
             CHANGES_HEADING,
-            *(render_reversal(r, current) for r in memory.reversals),
+            *(render_reversal(r, current, replaced) for r in memory.reversals),
         ]
     if memory.summary:
         sections["summary"] = [SUMMARY_HEADING, *_timeline(memory.summary)]

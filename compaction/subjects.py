@@ -402,10 +402,11 @@ def subject_of(sentence: str) -> Subject:
             target.append(key)
         if stated and key not in named:
             named.append(key)
-        # "the billing service" is also "billing"
+        # "the billing service" is also "billing" — a weaker key: "billing's
+        # owner" and "billing became its own service" are not one subject.
         words = key.split()
         if len(words) > 1 and words[-1] in GENERIC_HEADS:
-            add(" ".join(words[:-1]), stated)
+            add(" ".join(words[:-1]), stated=False)
 
     for pattern, key in _PERSONAL:
         if pattern.search(sentence):

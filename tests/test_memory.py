@@ -307,3 +307,25 @@ def test_the_ledger_records_a_change_it_cannot_match() -> None:
 def test_documented_examples(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_chain_of_changes_marks_only_the_latest_value_current() -> None:
+    memory = fold(
+        "Our standup is at 9:00.",
+        "We moved the standup to 9:30 because of the school run.",
+        "We moved the standup to 10:15 so the Lisbon folks can join.",
+    )
+    shown = render_memory_text(memory).splitlines()
+    assert [f.text for f in memory.facts] == [
+        "We moved the standup to 10:15 so the Lisbon folks can join."
+    ]
+    changes = [line for line in shown if line.startswith("- standup: ")]
+    assert changes == [
+        '- standup: "Our standup is at 9:00." (turn 1) -> later "We moved the standup to 9:30 '
+        'because of the school run." (turn 2)',
+        '- standup: "We moved the standup to 9:30 because of the school run." (turn 2), '
+        "replaced at turn 3",
+    ]
+    # With the current fact trimmed away, its change line says which value holds.
+    trimmed = render_memory_text(Memory(reversals=memory.reversals))
+    assert '-> now "We moved the standup to 10:15' in trimmed
