@@ -22,20 +22,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from bench.memory_pools import (
-    ACKS,
-    ADVICE,
-    CLOSERS,
-    DECISIONS,
-    EVENTS,
-    FACTS,
-    OPENERS,
-    REVERSALS,
-    SMALL_TALK,
-    TOPICS,
-    TRAPS,
-    Scenario,
-)
+from bench.memory_changes import EVENTS, REVERSALS
+from bench.memory_filler import ACKS, ADVICE, CLOSERS, OPENERS, SMALL_TALK, TOPICS, TRAPS
+from bench.memory_pools import DECISIONS, FACTS, Scenario
 
 __all__ = ["Conversation", "Item", "generate"]
 
