@@ -323,11 +323,14 @@ class Conversations:
                 recall=recalled,
                 extra_tokens=self._extra_tokens(request.body),
             )
-        except ContextTooLarge as exc:
+            if built.folded and await self.store.save_memory(live.id, live.version, built.memory):
+                live.folded(built.memory)
+        except BaseException as exc:
+            # No half turn: the pending record goes with the turn that failed.
             await self.store.abort_turn(pending_id)
-            raise ContextLengthExceeded(str(exc), param="messages") from exc
-        if built.folded and await self.store.save_memory(live.id, live.version, built.memory):
-            live.folded(built.memory)
+            if isinstance(exc, ContextTooLarge):
+                raise ContextLengthExceeded(str(exc), param="messages") from exc
+            raise
 
         body = dict(request.body)
         body["messages"] = built.messages
