@@ -9,6 +9,8 @@ from compaction.context import (
     plan_eviction,
 )
 from compaction.extractive import ExtractiveSummarizer
+from compaction.ledger import Ledger
+from compaction.recall import excerpt, known_sentences, query_terms
 from compaction.render import MemoryRenderer, fit_memory
 from compaction.state import Fact, Memory, Message, Reversal, units
 from compaction.summarizer import Completion, Extractive, LLMSummarizer, Summarizer, Summary
@@ -24,6 +26,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "Fact",
     "LLMSummarizer",
+    "Ledger",
     "Memory",
     "MemoryRenderer",
     "Message",
@@ -33,9 +36,12 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "build_context",
+    "excerpt",
     "fit_memory",
+    "known_sentences",
     "message_tokens",
     "plan_eviction",
     "prompt_tokens",
+    "query_terms",
     "units",
 ]

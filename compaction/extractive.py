@@ -1,16 +1,23 @@
 """The extractive summarizer: deterministic, no model, always available.
 
-It reads the evicted messages sentence by sentence and keeps, verbatim, what
-carries information a session must not lose:
+It reads the evicted messages sentence by sentence (see :mod:`compaction.cues`)
+and keeps, verbatim, what a session must not lose:
 
-* **facts** — sentences stating names, numbers, versions, dates, preferences
-  or decisions, keyed by their subject so a later statement about the same
-  subject supersedes the earlier one (recorded as a reversal);
-* **summary lines** — sentences with causal, temporal or reversal cues, which
-  keep *why* and *in what order* things happened.
+* **facts** — the user's statements about their own situation that name a
+  subject (:mod:`compaction.subjects`) and carry a value or a decision: names,
+  numbers, versions, dates, tools, preferences. They go through the
+  :class:`~compaction.ledger.Ledger`, so a later statement about the same
+  subject supersedes an earlier one and the change is kept as a reversal, with
+  its reason. A cause given in the next sentence ("That's because …") stays
+  with its fact.
+* **timeline lines** — other statements with a cause, a reversal or a date
+  ("after the outage in March we turned off autoscaling"), prefixed with
+  their turn, oldest first: *why* and *in what order*.
 
-Everything else (pleasantries, filler, long explanations) is dropped; the raw
-transcript stays in the archive for recall.
+Questions, requests, hypotheticals ("should we…", "what if…"), hearsay
+("a friend's team uses…") and generic advice are not facts; pleasantries and
+filler carry no cues at all. The raw transcript stays in the archive for
+recall, so what is dropped here can still be found.
 """
 
 from __future__ import annotations
@@ -19,90 +26,71 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from compaction.cues import Cues, cause_of, read, salience, sentences, tidy
+from compaction.ledger import Ledger
 from compaction.render import MemoryRenderer, day, fit_memory
-from compaction.state import Fact, Memory, Message, Reversal
+from compaction.state import Memory, Message
+from compaction.subjects import subject_of
 from compaction.tokens import text_of
 
-__all__ = ["ExtractiveSummarizer", "sentences", "subject_of"]
+__all__ = ["ExtractiveSummarizer", "timeline_line"]
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_NUMBER = re.compile(r"\d")
-_VERSION = re.compile(r"\bv?\d+(?:\.\d+)+\b")
-_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-zA-Z0-9]+|\b[A-Z]{2,}\b")
-_CAUSAL = re.compile(
-    r"\b(because|due to|caused|causing|since|so that|therefore|as a result|led to|"
-    r"in order to|thanks to|owing to|hence)\b",
-    re.I,
-)
-_TEMPORAL = re.compile(
-    r"\b(Q[1-4]|\d{4}-\d{2}-\d{2}|january|february|march|april|may|june|july|august|"
-    r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|"
-    r"yesterday|today|tomorrow|last (?:week|month|year|sprint)|next (?:week|month|year|sprint)|"
-    r"then|after|before|later|until|afterwards|previously|initially|finally)\b",
-    re.I,
-)
-_REVERSAL = re.compile(
-    r"\b(revert(?:ed)?|switched back|went back|moved back|rolled back|no longer|instead|"
-    r"replaced|abandon(?:ed)?|dropped|undid|undo|back to|back into|changed (?:our|my) mind|"
-    r"actually|not anymore|migrated (?:away|off)|moved away from|scrapped|ditched)\b",
-    re.I,
-)
-_DECISION = re.compile(
-    r"\b(we (?:use|used|chose|picked|decided|agreed|will|are using|switched|migrated|moved|"
-    r"merged|removed|added|adopted|run|deploy)|i (?:prefer|like|love|hate|use|want|need)|"
-    r"my name is|i am|i'm|we're|our \w+ (?:is|are)|my \w+ (?:is|are)|decided|decision|"
-    r"prefer(?:s|red)?|deadline|budget|must|always|never)\b",
-    re.I,
-)
-# "our database is …", "my name is …", "the deadline was …"
-_SUBJECT = re.compile(
-    r"\b(?:our|my|the|their|his|her|your)\s+((?:[\w-]+\s+){0,2}?[\w-]+)\s+"
-    r"(?:is|are|was|were|will be|has become|became|runs on|lives in)\b",
-    re.I,
-)
-_STOP = frozenset(
-    (
-        "a an the of to in on for and or but with we i you it is are was were be this that our my "
-        "your their its at by from as so do did does have has had not no"
-    ).split()
-)
-MAX_FACT_CHARS = 300
-MAX_LINE_CHARS = 400
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) > 3]
-
-
-def subject_of(sentence: str) -> str | None:
-    """The subject a fact is about, normalized, when one can be found."""
-    match = _SUBJECT.search(sentence)
-    if match:
-        words = [w for w in match.group(1).lower().split() if w not in _STOP]
-        if words:
-            return " ".join(words)
-    return None
-
-
-def _fact_score(sentence: str) -> int:
-    score = 0
-    score += 2 if _VERSION.search(sentence) else 1 if _NUMBER.search(sentence) else 0
-    score += 1 if _NAME.search(sentence) else 0
-    score += 2 if _DECISION.search(sentence) else 0
-    return score
-
-
-def _summary_score(sentence: str) -> int:
-    return (
-        2 * bool(_CAUSAL.search(sentence))
-        + 2 * bool(_REVERSAL.search(sentence))
-        + bool(_TEMPORAL.search(sentence))
-    )
+MAX_FACT_CHARS = 320
+MAX_LINE_CHARS = 320
+FACT_SALIENCE = 3
+LINE_SALIENCE = 3
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|we|our|us)\b", re.I)
 
 
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def timeline_line(message: Message, text: str) -> str:
+    who = "" if message.role == "user" else f", {message.role}"
+    return f"turn {message.turn} ({day(message.created_at)}{who}): {_clip(text, MAX_LINE_CHARS)}"
+
+
+def is_fact(sentence: str, cues: Cues) -> bool:
+    """A statement of the user's own situation, about a subject, carrying a value."""
+    if cues.question or cues.hearsay or cues.hypothetical or cues.request or cues.generic:
+        return False
+    subject = subject_of(sentence)
+    if not subject.keys:
+        # No subject to file it under, but a decision with a value ("we pinned
+        # numpy to 1.26"): a fact that nothing supersedes. Dated or explained
+        # events go to the timeline instead.
+        return (
+            cues.about_us
+            and cues.decision
+            and cues.concrete
+            and not (cues.date or cues.causal or cues.temporal)
+            and salience(cues) >= 5
+        )
+    # "Our X …" and "the X is …" are both about this conversation's things.
+    if not (cues.first_person or subject.named):
+        return False
+    if not (cues.concrete or cues.decision or cues.reversal or subject.categories):
+        return False
+    return salience(cues) + (2 if subject.named else 0) >= FACT_SALIENCE
+
+
+def is_timeline(role: str, sentence: str, cues: Cues) -> bool:
+    if cues.question or cues.request or cues.hypothetical or cues.generic or cues.hearsay:
+        return False
+    if not (cues.causal or cues.reversal or cues.date):
+        return False
+    if role == "user":
+        return (cues.first_person or cues.concrete) and salience(cues) >= LINE_SALIENCE
+    # The assistant's lines count when they are about this conversation's
+    # concrete things ("your …", "we …"), not general advice.
+    return (
+        cues.concrete
+        and (cues.causal or cues.reversal)
+        and bool(_ADDRESSED.search(sentence))
+        and salience(cues) >= LINE_SALIENCE - 2
+    )
 
 
 class ExtractiveSummarizer:
@@ -126,51 +114,56 @@ class ExtractiveSummarizer:
         return self.fold(memory, evicted, max_tokens)
 
     def fold(self, memory: Memory, evicted: Sequence[Message], max_tokens: int) -> Memory:
-        facts = list(memory.facts)
-        reversals = list(memory.reversals)
+        """``memory`` with ``evicted`` folded in, costing at most ``max_tokens``."""
+        ledger = Ledger(memory)
         summary = list(memory.summary)
+        seen = set(summary)
         for message in evicted:
             if message.role not in ("user", "assistant"):
                 continue
-            for sentence in sentences(text_of(message.content)):
-                if message.role == "user" and _fact_score(sentence) >= 2:
-                    self._add_fact(facts, reversals, sentence, message)
-                elif _summary_score(sentence) >= 2:
-                    who = "user" if message.role == "user" else "assistant"
-                    summary.append(
-                        f"turn {message.turn} ({day(message.created_at)}), {who}: "
-                        f"{_clip(sentence, MAX_LINE_CHARS)}"
+            parts = [tidy(p) for p in sentences(text_of(message.content))]
+            skip = False
+            for i, sentence in enumerate(parts):
+                if skip:
+                    skip = False
+                    continue
+                cues = read(sentence)
+                if message.role == "user" and is_fact(sentence, cues):
+                    text, reason = sentence, cause_of(sentence)
+                    following = parts[i + 1] if i + 1 < len(parts) else ""
+                    if not reason and following and _explains(following):
+                        text, reason, skip = f"{sentence} {following}", following, True
+                    ledger.add(
+                        _clip(text, MAX_FACT_CHARS),
+                        turn=message.turn,
+                        at=message.created_at,
+                        reason=_clip(reason, 200),
                     )
-        folded = replace(
-            memory, facts=tuple(facts), reversals=tuple(reversals), summary=tuple(summary)
-        ).advanced(evicted)
+                elif is_timeline(message.role, sentence, cues):
+                    line = timeline_line(message, sentence)
+                    if line not in seen:
+                        seen.add(line)
+                        summary.append(line)
+        folded = replace(ledger.memory(memory), summary=tuple(summary)).advanced(evicted)
         return fit_memory(folded, max_tokens, self.renderer)
 
-    @staticmethod
-    def _add_fact(
-        facts: list[Fact], reversals: list[Reversal], sentence: str, message: Message
-    ) -> None:
-        text = _clip(sentence, MAX_FACT_CHARS)
-        subject = subject_of(sentence) or " ".join(
-            w for w in re.findall(r"[a-z0-9.]+", text.lower()) if w not in _STOP
-        )
-        for i, old in enumerate(facts):
-            if old.subject != subject:
-                continue
-            if old.text == text:
-                return
-            del facts[i]
-            cause = _CAUSAL.search(sentence)
-            reversals.append(
-                Reversal(
-                    subject=subject,
-                    before=old.text,
-                    after=text,
-                    turn=message.turn,
-                    at=message.created_at,
-                    before_turn=old.turn,
-                    reason=_clip(sentence[cause.start() :], 160) if cause else "",
-                )
+
+def _explains(sentence: str) -> bool:
+    """A sentence that gives the reason for the one before it."""
+    cues = read(sentence)
+    if not cues.causal or cues.question or cues.request:
+        return False
+    lowered = sentence.lower()
+    return (
+        lowered.startswith(
+            (
+                "because",
+                "that's because",
+                "that is because",
+                "the reason",
+                "it was because",
+                "due to",
             )
-            break
-        facts.append(Fact(subject=subject, text=text, turn=message.turn, at=message.created_at))
+        )
+        or not subject_of(sentence).keys
+    )

@@ -20,11 +20,22 @@ from typing import Any, Protocol
 import orjson
 
 from compaction.extractive import ExtractiveSummarizer
+from compaction.ledger import Ledger
 from compaction.render import MemoryRenderer, day, fit_memory
-from compaction.state import Fact, Memory, Message, Reversal
+from compaction.state import Memory, Message
 from compaction.tokens import text_of
 
-__all__ = ["Completion", "Complete", "LLMSummarizer", "Summarizer", "Summary"]
+__all__ = [
+    "Complete",
+    "Completion",
+    "InvalidOutput",
+    "LLMSummarizer",
+    "Summarizer",
+    "Summary",
+    "Update",
+    "merge_update",
+    "parse_update",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,65 +86,127 @@ leaving the assistant's context window. Return ONLY a JSON object:
 
 {"facts": [{"subject": "...", "text": "...", "turn": N}],
  "changes": [{"subject": "...", "before": "...", "after": "...", "turn": N, "reason": "..."}],
- "summary": ["...", "..."]}
+ "summary": ["turn N: ...", "..."]}
 
-- "facts": NEW explicit facts from these turns: names, numbers, versions, dates, \
-preferences, decisions. Keep the wording verbatim. "subject" is a short key \
-(e.g. "database", "user name", "architecture"); reuse the memory's subject \
-when a fact is about the same thing, so it replaces the old one.
-- "changes": when a new fact contradicts or reverses a remembered one (e.g. \
-"committed to microservices" -> "merged back into a monolith"), give both and \
-the reason if stated.
-- "summary": the whole updated running summary, oldest first, one event per \
-line, keeping causes ("removed Redis because stale prices") and order \
-("tried GraphQL in Q1, reverted in Q2 over N+1 queries"). Prefix each line \
-with its turn number, e.g. "turn 12: ...".
-Record requests made in the turns as past events ("the user asked for X"), \
-never as instructions."""
+- "facts": NEW explicit facts from these turns about the user and their work: \
+names, numbers, versions, dates, tools, preferences, decisions. Keep the \
+wording verbatim, with the cause when one is given ("we chose Kafka because \
+we need replay"). "subject" is a short key ("database", "user name", \
+"architecture", "release cadence"); reuse the memory's subject when a fact \
+is about the same thing, so it replaces the old one.
+- "changes": when a new fact contradicts or reverses a remembered one \
+(e.g. "committed to microservices" -> "merged back into a monolith"), give \
+the subject, both texts and the reason if one is stated.
+- "summary": NEW timeline lines for these turns only, oldest first, one event \
+per line, keeping causes ("removed Redis because of stale prices") and \
+order ("tried GraphQL in Q1, reverted in Q2 over N+1 queries"), each \
+prefixed with its turn number. Do not repeat the memory's lines.
+Leave out pleasantries, general advice and anything not specific to this \
+conversation. Record requests made in the turns as past events ("the user \
+asked for X"), never as instructions. Empty lists are fine."""
+
+# Bounds on what a model may add per compaction, whatever it returns.
+MAX_ITEMS = 64
+MAX_TEXT = 400
 
 
 class InvalidOutput(ValueError):
     pass
 
 
-def _parse(text: str, first_turn: int, last_turn: int) -> dict[str, Any]:
+def _json_object(text: str) -> dict[str, Any]:
     text = text.strip()
     if text.startswith("```"):
         text = text.strip("`")
-        text = text[text.find("{") :]
-    if not text:
-        raise InvalidOutput("empty output")
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise InvalidOutput("no JSON object in the output" if text else "empty output")
     try:
-        data = orjson.loads(text[: text.rfind("}") + 1] if "}" in text else text)
+        data = orjson.loads(text[start : end + 1])
     except orjson.JSONDecodeError as exc:
         raise InvalidOutput(f"not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise InvalidOutput("not a JSON object")
+    if not any(key in data for key in ("facts", "changes", "summary")):
+        raise InvalidOutput("none of 'facts', 'changes', 'summary' in the output")
+    return data
 
-    def items(key: str, fields: Sequence[str]) -> list[dict[str, Any]]:
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(value.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1].rstrip() + "…"
+
+
+def _turn(value: Any, first: int, last: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return last
+    turn = int(value)
+    return turn if first <= turn <= last else last
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A model's validated update: only well-formed items, within bounds."""
+
+    facts: list[dict[str, Any]]
+    changes: list[dict[str, Any]]
+    summary: list[str]
+    rejected: int
+    """Items left out because they were malformed."""
+
+
+def parse_update(text: str, first_turn: int, last_turn: int) -> Update:
+    """Validate a model's output item by item; raise :class:`InvalidOutput` if it is unusable.
+
+    Malformed items are dropped and counted, so one bad item does not cost the
+    rest; output with no usable structure at all is rejected.
+    """
+    data = _json_object(text)
+    rejected = 0
+
+    def items(key: str) -> list[Any]:
+        nonlocal rejected
         value = data.get(key, [])
         if not isinstance(value, list):
-            raise InvalidOutput(f"{key!r} is not a list")
-        out = []
-        for item in value:
-            if not isinstance(item, Mapping) or not all(
-                isinstance(item.get(f), str) and item[f].strip() for f in fields
-            ):
-                raise InvalidOutput(f"an item of {key!r} lacks one of {list(fields)}")
-            turn = item.get("turn", last_turn)
-            if not isinstance(turn, int) or not (0 <= turn <= last_turn):
-                turn = last_turn
-            out.append({**item, "turn": max(turn, first_turn) if turn else last_turn})
-        return out
+            rejected += 1
+            return []
+        if len(value) > MAX_ITEMS:
+            rejected += len(value) - MAX_ITEMS
+        return value[:MAX_ITEMS]
 
-    summary = data.get("summary", [])
-    if not isinstance(summary, list) or not all(isinstance(s, str) for s in summary):
-        raise InvalidOutput("'summary' is not a list of strings")
-    return {
-        "facts": items("facts", ("subject", "text")),
-        "changes": items("changes", ("subject", "after")),
-        "summary": [s.strip() for s in summary if s.strip()],
-    }
+    facts, changes, summary = [], [], []
+    for item in items("facts"):
+        if isinstance(item, dict) and _text(item.get("text")):
+            facts.append(
+                {
+                    "subject": _text(item.get("subject"))[:60],
+                    "text": _text(item.get("text")),
+                    "turn": _turn(item.get("turn"), first_turn, last_turn),
+                }
+            )
+        else:
+            rejected += 1
+    for item in items("changes"):
+        if isinstance(item, dict) and _text(item.get("after")):
+            changes.append(
+                {
+                    "subject": _text(item.get("subject"))[:60],
+                    "before": _text(item.get("before")),
+                    "after": _text(item.get("after")),
+                    "turn": _turn(item.get("turn"), first_turn, last_turn),
+                    "reason": _text(item.get("reason")),
+                }
+            )
+        else:
+            rejected += 1
+    for line in items("summary"):
+        if _text(line):
+            summary.append(_text(line))
+        else:
+            rejected += 1
+    return Update(facts, changes, summary, rejected)
 
 
 class LLMSummarizer:
@@ -180,7 +253,7 @@ class LLMSummarizer:
         try:
             completion = await self.complete(self.prompt(memory, evicted))
             tokens = completion.tokens
-            update = _parse(completion.text, evicted[0].turn, evicted[-1].turn)
+            update = parse_update(completion.text, evicted[0].turn, evicted[-1].turn)
         except Exception as exc:  # any failure at all falls back; nothing is lost
             return Summary(
                 self.fallback.fold(memory, evicted, max_tokens),
@@ -192,46 +265,27 @@ class LLMSummarizer:
         return Summary(fit_memory(merged.advanced(evicted), max_tokens, self.renderer), tokens)
 
 
-def merge_update(
-    memory: Memory, update: Mapping[str, Any], at: Mapping[int, float], now: float
-) -> Memory:
-    """Apply a validated model update to the ledger: supersede by subject."""
-    facts = {f.subject.lower(): f for f in memory.facts}
-    reversals = list(memory.reversals)
-    for change in update["changes"]:
-        subject = change["subject"].strip().lower()
-        old = facts.pop(subject, None)
-        before = change.get("before") or (old.text if old else "")
-        turn = change["turn"]
-        reversals.append(
-            Reversal(
-                subject=subject,
-                before=str(before),
-                after=change["after"].strip(),
-                turn=turn,
-                at=at.get(turn, now),
-                before_turn=old.turn if old else 0,
-                reason=str(change.get("reason") or ""),
-            )
+def merge_update(memory: Memory, update: Update, at: Mapping[int, float], now: float) -> Memory:
+    """Apply a validated model update through the same ledger the extractive summarizer uses."""
+    ledger = Ledger(memory)
+    for change in update.changes:
+        ledger.add(
+            change["after"],
+            turn=change["turn"],
+            at=at.get(change["turn"], now),
+            subject=change["subject"],
+            reason=change["reason"],
+            change=True,
+            before=change["before"],
         )
-        facts[subject] = Fact(subject, change["after"].strip(), turn, at.get(turn, now))
-    for fact in update["facts"]:
-        subject = fact["subject"].strip().lower()
-        old = facts.get(subject)
-        text = fact["text"].strip()
-        if (
-            old is not None
-            and old.text != text
-            and not any(r.subject == subject and r.after == text for r in reversals)
-        ):
-            reversals.append(
-                Reversal(subject, old.text, text, fact["turn"], at.get(fact["turn"], now), old.turn)
-            )
-        facts.pop(subject, None)
-        facts[subject] = Fact(subject, text, fact["turn"], at.get(fact["turn"], now))
-    return replace(
-        memory,
-        facts=tuple(facts.values()),
-        reversals=tuple(reversals),
-        summary=tuple(update["summary"]) or memory.summary,
-    )
+    for fact in update.facts:
+        ledger.add(
+            fact["text"], turn=fact["turn"], at=at.get(fact["turn"], now), subject=fact["subject"]
+        )
+    summary = list(memory.summary)
+    seen = set(summary)
+    for line in update.summary:
+        if line not in seen:
+            seen.add(line)
+            summary.append(line)
+    return replace(ledger.memory(memory), summary=tuple(summary))

@@ -34,11 +34,13 @@ from proxy.indexer import FtsIndexer
 from proxy.jobs_api import job_routes
 from proxy.live import SessionCache
 from proxy.metrics import StatusCounter, metrics_endpoint
+from proxy.recall import ArchiveRecall
 from proxy.resets import AutoReset, Resetter
 from proxy.run_worker import RunWorker
 from proxy.runs import Runs
 from proxy.scheduler import Scheduler
 from proxy.sessions_api import SESSION_ROUTES
+from proxy.state_api import get_session_state
 from proxy.stats import HttpStats
 from proxy.store import SqlStore, database_for
 from proxy.tasks import TaskSet
@@ -159,6 +161,8 @@ def create_app(
             Resetter(own_store, compactor.summarizer, budget, cache=cache),
             settings.reset_policies,
         )
+        if settings.recall:
+            conversations.recall = ArchiveRecall(own_store)
         bundle = Services(
             settings=settings,
             store=own_store,
@@ -197,6 +201,7 @@ def create_app(
             methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         ),
         *job_routes,
+        Route("/api/sessions/{key:path}/state", get_session_state, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics_endpoint(http_stats), methods=["GET"]),
         *SESSION_ROUTES,

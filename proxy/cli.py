@@ -42,7 +42,9 @@ def settings_options(fn: F) -> F:
 def _flag(option: Option) -> Callable[[F], F]:
     help_text = f"{option.help} [env: {option.env}]"
     if option.cast.__name__ == "_bool":
-        return click.option(option.flag, option.name, is_flag=True, default=None, help=help_text)
+        # --x/--no-x: a setting that defaults to on can be turned off from the command line.
+        flags = f"{option.flag}/--no-{option.flag[2:]}"
+        return click.option(flags, option.name, default=None, help=help_text)
     if option.cast.__name__ == "_list":
         return click.option(option.flag, option.name, multiple=True, help=help_text)
     kind = _CLICK_TYPES.get(option.cast, click.STRING)

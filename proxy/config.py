@@ -92,6 +92,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("new_share", float, "Share of the budget kept free for new messages."),
     Option("compaction_step", float, "Share of the budget each compaction folds at least."),
     Option("jobs_tick", float, "Seconds between scheduler checks for due jobs; 0 turns it off."),
+    Option("recall", _bool, "Recall matching excerpts from the session's archive (default on)."),
     Option("log_level", _choice("debug", "info", "warning", "error"), "Log level."),
     Option("run_attempts", int, "Upstream attempts per run step before the run ends in error."),
     Option("run_retry_delay", float, "Seconds before a run step's first retry (doubling after)."),
@@ -128,11 +129,12 @@ class Settings:
     api_key: tuple[str, ...] = ()
     insecure_no_auth: bool = False
     max_body_bytes: int = 8 * 1024 * 1024
-    memory_share: float = 0.30
+    memory_share: float = 0.40
     recall_share: float = 0.10
     new_share: float = 0.10
     compaction_step: float = 0.05
     jobs_tick: float = 1.0
+    recall: bool = True
     log_level: str = "info"
     run_attempts: int = 5
     run_retry_delay: float = 1.0

@@ -341,7 +341,12 @@ class Conversations:
             )
             for i, m in enumerate(new)
         ]
-        recalled = await self.recall(live, counted) if self.recall is not None else ()
+        recalled: Sequence[Message] = ()
+        if self.recall is not None:
+            try:
+                recalled = await self.recall(live, counted)
+            except Exception as exc:  # recall is best effort: the turn goes on without it
+                logger.warning("recall for session %s failed: %s", live.id, exc)
         extra_tokens = self._extra_tokens(request.body)
         system_now = system if system is not None else live.system
         try:
@@ -358,10 +363,14 @@ class Conversations:
                 recall=recalled,
                 extra_tokens=extra_tokens,
             )
-        except ContextTooLarge as exc:
-            raise ContextLengthExceeded(str(exc), param="messages") from exc
-        if built.folded and await self.store.save_memory(live.id, live.version, built.memory):
-            live.folded(built.memory)
+            if built.folded and await self.store.save_memory(live.id, live.version, built.memory):
+                live.folded(built.memory)
+        except BaseException as exc:
+            # No half turn: the pending record goes with the turn that failed.
+            await self.store.abort_turn(pending_id)
+            if isinstance(exc, ContextTooLarge):
+                raise ContextLengthExceeded(str(exc), param="messages") from exc
+            raise
 
         body = dict(request.body)
         body["messages"] = built.messages

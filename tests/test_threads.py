@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import httpx
 
+from compaction.render import CHANGES_HEADING
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream
 from tests.sse_client import EventStream
@@ -120,7 +121,8 @@ def test_a_new_thread_inherits_the_tenants_facts_but_not_the_conversation(
         run_to_end(http, third, "Which database?")
         memory_text = upstream.chats[-1].messages[0]["content"]
         assert "Our database is CockroachDB now." in memory_text
-        assert "Our database is PostgreSQL 15 on RDS." in memory_text.split("Changed")[1]
+        changes = memory_text.split(CHANGES_HEADING)[1]
+        assert "Our database is PostgreSQL 15 on RDS." in changes
 
 
 def test_tenants_never_see_each_others_threads(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from proxy.store.archive import SessionArchive
 from proxy.store.fts import FtsIndex
 from proxy.store.jobs import JobStore
+from proxy.store.recall import RecallStore
 from proxy.store.runs import RunStore
 from proxy.store.search import SessionSearch
 from proxy.store.sessions import SessionAdmin
@@ -18,6 +19,13 @@ __all__ = ["SqlStore"]
 
 
 class SqlStore(
-    RunStore, ThreadStore, JobStore, SessionAdmin, SessionSearch, SessionArchive, FtsIndex
+    RunStore,
+    ThreadStore,
+    JobStore,
+    SessionAdmin,
+    SessionSearch,
+    SessionArchive,
+    FtsIndex,
+    RecallStore,
 ):
     pass

@@ -1,0 +1,51 @@
+"""Recall on the turn path: archived excerpts that match the new message.
+
+For each new user message the proxy searches the session's archive — the
+messages already folded into memory, no longer in the recent window — and
+hands the best-matching sentences to the prompt builder, which sends those
+that fit the recall share in a message of their own after the window. What
+the summary dropped can still be found.
+
+Nothing is searched before anything is archived, so a young session pays
+nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compaction import Message, excerpt, known_sentences, query_terms
+from compaction.tokens import text_of
+from proxy.live import LiveSession
+from proxy.store.recall import RecallStore
+
+__all__ = ["ArchiveRecall"]
+
+# Candidates fetched per turn; the builder keeps what fits the recall share.
+RECALL_LIMIT = 6
+
+
+class ArchiveRecall:
+    """The :data:`~proxy.turns.Recall` hook over the store's full-text index."""
+
+    def __init__(self, store: RecallStore, limit: int = RECALL_LIMIT) -> None:
+        self.store = store
+        self.limit = limit
+
+    async def __call__(self, live: LiveSession, new: Sequence[Message]) -> list[Message]:
+        through = live.memory.through_seq
+        if through <= 0:
+            return []
+        terms = query_terms(" ".join(text_of(m.content) for m in new if m.role == "user"))
+        if not terms:
+            return []
+        hits = await self.store.recall_messages(live.id, through, terms, self.limit)
+        if not hits:
+            return []
+        known = known_sentences(live.memory)
+        out = []
+        for hit in hits:
+            cut = excerpt(hit, terms, known)
+            if cut is not None:
+                out.append(cut)
+        return out

@@ -1,0 +1,63 @@
+"""Recall queries: the best-matching archived messages of one session.
+
+SQLite keeps a full-text index for recall alone (migration 0005): each
+session's user and assistant messages sit under rowids ``(key << 24) + seq``,
+a contiguous range per session, so a query reads only the session's own
+postings and costs the same in a database of one session or ten thousand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compaction import Message
+from proxy.store.core import CoreStore, message_from_row
+
+__all__ = ["RecallStore", "fts5_match"]
+
+RECALL_COLUMNS = (
+    "m.seq, m.turn, m.role, m.content, m.parts, m.name, m.tool_calls, m.tool_call_id, "
+    "m.token_count, m.created_at"
+)
+# Low bits of a recall rowid: the message's seq within its session.
+SEQ_BITS = 24
+
+
+def fts5_match(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``terms``, each quoted so no word is read as syntax."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+class RecallStore(CoreStore):
+    """Full-text search over a session's archive, for recall on the turn path."""
+
+    async def recall_messages(
+        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+    ) -> list[Message]:
+        """User and assistant messages with ``seq ≤ through_seq`` best matching any term.
+
+        Best first, by BM25. Empty when there is nothing to search for.
+        """
+        if not terms or through_seq <= 0 or limit <= 0:
+            return []
+        if self.db.dialect != "sqlite":
+            # PostgreSQL (issue 4) adds its branch here: the same filter
+            # (session_id = ? AND seq <= ? AND role IN ('user', 'assistant'))
+            # over its tsvector of messages.content, ranked by ts_rank_cd, best
+            # first; migration postgres_0005 adds the partial index it uses.
+            # Until then a PostgreSQL session gets no recalled excerpts.
+            return []
+        seq_mask = (1 << SEQ_BITS) - 1
+        # CROSS JOIN keeps the index as the outer loop: the planner would
+        # otherwise be free to walk messages and re-run the MATCH per row.
+        rows = await self.db.fetchall(
+            f"SELECT {RECALL_COLUMNS} FROM recall_fts "
+            "CROSS JOIN messages m "
+            f"ON m.session_id = ? AND m.seq = (recall_fts.rowid & {seq_mask}) "
+            "WHERE recall_fts MATCH ? AND recall_fts.rowid BETWEEN "
+            f"(SELECT (key << {SEQ_BITS}) FROM recall_sessions WHERE session_id = ?) AND "
+            f"(SELECT (key << {SEQ_BITS}) + ? FROM recall_sessions WHERE session_id = ?) "
+            "ORDER BY bm25(recall_fts) LIMIT ?",
+            (session_id, fts5_match(terms), session_id, through_seq, session_id, limit),
+        )
+        return [message_from_row(row) for row in rows]

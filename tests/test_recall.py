@@ -1,0 +1,172 @@
+"""Recall from the archive, end to end through the proxy, and the recall index itself."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from compaction import Message
+from compaction.render import MEMORY_HEADER, RECALL_HEADER
+from proxy.errors import StorageError
+from proxy.store import SqlStore, TurnCommit, database_for
+from proxy.store.records import new_pending_id
+from tests.conftest import Proxy, ProxyFactory
+from tests.fake_upstream import FakeUpstream
+
+SECRET = "The spare keys are in the blue tin behind the printer."
+FILLER = [
+    "Could you help me think through naming things in a codebase?",
+    "Any thoughts on keeping meetings short?",
+    "Please walk me through reviewing pull requests kindly.",
+    "What would you say regarding picking good test names?",
+]
+
+
+def say(proxy: Proxy, text: str, key: str = "recall") -> dict[str, str]:
+    response = proxy.client().chat.completions.with_raw_response.create(
+        model="hermes",
+        messages=[{"role": "user", "content": text}],
+        extra_headers={"X-Hermes-Session-Id": key},
+    )
+    proxy.settle()
+    return dict(response.headers)
+
+
+def long_session(proxy: Proxy, turns: int = 40) -> None:
+    say(proxy, "Hi there, a few things before we start.")
+    say(proxy, SECRET)
+    for i in range(turns):
+        say(proxy, f"{FILLER[i % len(FILLER)]} (part {i})")
+
+
+def content(message: dict[str, Any]) -> str:
+    return str(message.get("content") or "")
+
+
+def test_recall_brings_back_an_archived_sentence_the_memory_dropped(
+    make_proxy: ProxyFactory, upstream: FakeUpstream
+) -> None:
+    with make_proxy(budget=1000, recall_share=0.15) as proxy:
+        long_session(proxy)
+        headers = say(proxy, "Where are the spare keys again?")
+        sent = upstream.chats[-1].messages
+        assert int(headers["x-hermes-context-tokens"]) <= 1000
+        recalled = sent[-2]
+        assert content(recalled).startswith(RECALL_HEADER)
+        assert "turn 2 (" in content(recalled) and SECRET in content(recalled)
+        assert content(recalled).endswith("[End of excerpts]")
+        assert sent[-1] == {"role": "user", "content": "Where are the spare keys again?"}
+        # Only recall has it: it is neither in the memory nor in the recent window.
+        assert not any(SECRET in content(m) for m in sent[:-2])
+        # Order for prompt caching: memory (if any) first, the window, then the excerpts.
+        assert all(not content(m).startswith(MEMORY_HEADER) for m in sent[1:])
+        assert all(not content(m).startswith(RECALL_HEADER) for m in sent[:-2])
+
+
+def test_recall_can_be_turned_off(make_proxy: ProxyFactory, upstream: FakeUpstream) -> None:
+    with make_proxy(budget=1000, recall_share=0.15, recall=False) as proxy:
+        long_session(proxy)
+        say(proxy, "Where are the spare keys again?")
+        sent = upstream.chats[-1].messages
+        assert not any(content(m).startswith(RECALL_HEADER) for m in sent)
+        assert not any(SECRET in content(m) for m in sent)
+
+
+def counting(proxy: Proxy) -> list[int]:
+    store = proxy.services.store
+    calls: list[int] = []
+    original: Callable[..., Any] = store.recall_messages
+
+    async def recall_messages(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return await original(*args, **kwargs)
+
+    store.recall_messages = recall_messages  # type: ignore[method-assign]
+    return calls
+
+
+def test_nothing_is_searched_before_anything_is_archived(
+    make_proxy: ProxyFactory, upstream: FakeUpstream
+) -> None:
+    with make_proxy(budget=1000, recall_share=0.15) as proxy:
+        calls = counting(proxy)
+        for text in FILLER:
+            say(proxy, text)
+        assert calls == []
+        with proxy.db() as db:
+            (memory,) = db.execute("SELECT memory FROM session_state").fetchone()
+        assert '"through_seq":0' in memory
+        long_session(proxy, turns=30)
+        assert calls, "once turns are archived, each new message is searched for"
+
+
+async def _store_turns(path: Path) -> tuple[SqlStore, list[str]]:
+    store = SqlStore(database_for(str(path)))
+    await store.open()
+    ids = []
+    for key, texts in (
+        ("a", ["We keep the spare keys in a blue tin.", "Noted, a blue tin."]),
+        ("b", ["My blue tin is full of buttons.", "Buttons, nice."]),
+    ):
+        record = await store.create_session("default", key)
+        ids.append(record.id)
+        messages = [
+            Message(role, text, tokens=5, seq=i + 1, turn=1, created_at=1.0)
+            for i, (role, text) in enumerate(zip(("user", "assistant"), texts, strict=True))
+        ]
+        tool = Message("tool", "blue tin inventory", tool_call_id="c1", tokens=5, seq=3, turn=1)
+        pending = new_pending_id()  # no pending row: nothing waits on an upstream here
+        await store.commit_turn(
+            TurnCommit(record.id, pending, [*messages, tool], None, None, 0, 0, 1.0)
+        )
+    await store.index_pending()  # the server's indexer does this every 250 ms
+    return store, ids
+
+
+def test_the_recall_index_is_per_session_and_follows_deletes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        store, (a, b) = await _store_turns(tmp_path / "recall.db")
+        try:
+            found = await store.recall_messages(a, 3, ["spare", "keys", "blue"], 10)
+            assert [m.content for m in found] == [
+                "We keep the spare keys in a blue tin.",  # best first
+                "Noted, a blue tin.",
+            ]
+            assert all(m.role != "tool" for m in found)
+            assert [m.seq for m in await store.recall_messages(a, 1, ["blue"], 10)] == [1]
+            other = await store.recall_messages(b, 3, ["buttons"], 10)
+            assert {m.content for m in other} == {
+                "Buttons, nice.",
+                "My blue tin is full of buttons.",
+            }
+            assert await store.recall_messages(a, 3, ["buttons"], 10) == []
+            assert await store.recall_messages(a, 0, ["blue"], 10) == []
+            await store.db.write([("DELETE FROM sessions WHERE id = ?", (a,))])
+            row = await store.db.fetchone(
+                "SELECT count(*) AS n FROM recall_fts WHERE recall_fts MATCH 'spare'"
+            )
+            assert row is not None and row["n"] == 0
+            assert len(await store.recall_messages(b, 3, ["blue"], 10)) == 1
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_recall_query_does_not_fail_the_turn(
+    make_proxy: ProxyFactory, upstream: FakeUpstream
+) -> None:
+    with make_proxy(budget=1000, recall_share=0.15) as proxy:
+        long_session(proxy, turns=30)
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise StorageError("database read failed: disk I/O error")
+
+        proxy.services.store.recall_messages = broken  # type: ignore[method-assign]
+        headers = say(proxy, "Where are the spare keys again?")
+        assert int(headers["x-hermes-context-tokens"]) <= 1000
+        assert not any(content(m).startswith(RECALL_HEADER) for m in upstream.chats[-1].messages)
+        assert proxy.pending() == []
+        assert proxy.transcript("recall")[-1]["role"] == "assistant"
