@@ -88,6 +88,7 @@ async def measure(args: argparse.Namespace) -> None:
         try:
             started = time.perf_counter()
             ids = await fill(store, args.sessions, args.turns, counter)
+            await store.index_pending()  # as the server's indexer does, every 250 ms
             print(
                 f"stored {args.sessions} sessions x {args.turns} turns "
                 f"({2 * args.sessions * args.turns} messages) in "

@@ -12,9 +12,10 @@ nothing for it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
-from compaction import Message, excerpt, known_sentences, query_terms
+from compaction import Message, excerpt, known_sentences, query_terms, term_keys
 from compaction.tokens import text_of
 from proxy.live import LiveSession
 from proxy.store.recall import RecallStore
@@ -23,6 +24,7 @@ __all__ = ["ArchiveRecall"]
 
 # Candidates fetched per turn; the builder keeps what fits the recall share.
 RECALL_LIMIT = 6
+RECENT_QUERIES = 4096
 
 
 class ArchiveRecall:
@@ -31,15 +33,26 @@ class ArchiveRecall:
     def __init__(self, store: RecallStore, limit: int = RECALL_LIMIT) -> None:
         self.store = store
         self.limit = limit
+        # The archive only changes when compaction advances it, so a query
+        # repeated before then has the same answer.
+        self._recent: OrderedDict[tuple[str, int, tuple[str, ...]], list[Message]] = OrderedDict()
 
     async def __call__(self, live: LiveSession, new: Sequence[Message]) -> list[Message]:
         through = live.memory.through_seq
         if through <= 0:
             return []
         terms = query_terms(" ".join(text_of(m.content) for m in new if m.role == "user"))
-        if not terms:
+        if not terms or live.covers(k for t in terms for k in term_keys(t)):
+            # Everything the message names is still in view: nothing to recall
+            # (and no archive query on the turn path).
             return []
-        hits = await self.store.recall_messages(live.id, through, terms, self.limit)
+        cached = (live.id, through, tuple(terms))
+        hits = self._recent.get(cached)
+        if hits is None:
+            hits = await self.store.recall_messages(live.id, through, terms, self.limit)
+            self._recent[cached] = hits
+            if len(self._recent) > RECENT_QUERIES:
+                self._recent.popitem(last=False)
         if not hits:
             return []
         known = known_sentences(live.memory)

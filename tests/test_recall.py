@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from compaction import Message
+from compaction import Fact, Memory, Message
 from compaction.render import MEMORY_HEADER, RECALL_HEADER
 from proxy.errors import StorageError
+from proxy.live import LiveSession
+from proxy.recall import ArchiveRecall
 from proxy.store import SqlStore, TurnCommit, database_for
 from proxy.store.records import new_pending_id
 from tests.conftest import Proxy, ProxyFactory
@@ -170,3 +172,50 @@ def test_a_failing_recall_query_does_not_fail_the_turn(
         assert not any(content(m).startswith(RECALL_HEADER) for m in upstream.chats[-1].messages)
         assert proxy.pending() == []
         assert proxy.transcript("recall")[-1]["role"] == "assistant"
+
+
+class CountingStore:
+    """A recall store that records each archive query it is asked."""
+
+    def __init__(self) -> None:
+        self.queries: list[list[str]] = []
+
+    async def recall_messages(
+        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+    ) -> list[Message]:
+        self.queries.append(list(terms))
+        return [Message("user", "Kubernetes was dropped in March over its cost.", seq=1, turn=1)]
+
+
+def test_recall_skips_the_archive_when_the_context_already_names_everything() -> None:
+    window = [
+        Message("user", "The deployment pipeline keeps failing on staging.", seq=11, turn=6),
+        Message("assistant", "Let us look at the staging deployment logs.", seq=12, turn=6),
+    ]
+    live = LiveSession(
+        id="s",
+        tenant="default",
+        key="k",
+        last_seq=12,
+        last_turn=6,
+        version=1,
+        memory=Memory(
+            facts=(Fact("bus", "We picked Kafka for the event bus.", 1, 0.0),), through_seq=10
+        ),
+        system=(),
+        window=window,
+    )
+    store = CountingStore()
+    recall = ArchiveRecall(store)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        assert await recall(live, [Message("user", "Why does the staging deployment fail?")]) == []
+        assert await recall(live, [Message("user", "Is Kafka still our event bus?")]) == []
+        assert store.queries == []  # every word is in the window or the memory
+        found = await recall(live, [Message("user", "What did we decide about Kubernetes?")])
+        assert len(store.queries) == 1 and "Kubernetes" in store.queries[0]
+        assert [m.content for m in found] == ["Kubernetes was dropped in March over its cost."]
+        await recall(live, [Message("user", "What did we decide about Kubernetes?")])
+        assert len(store.queries) == 1  # the same question, same archive: answered from memory
+
+    asyncio.run(scenario())
