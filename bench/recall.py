@@ -94,7 +94,7 @@ async def measure(args: argparse.Namespace) -> None:
                 f"({2 * args.sessions * args.turns} messages) in "
                 f"{time.perf_counter() - started:.0f} s"
             )
-            recall = ArchiveRecall(store)
+            recall = ArchiveRecall(store, renderer)
             rng = random.Random(7)
             through = 2 * (args.turns - WINDOW_TURNS)
             hook: list[float] = []

@@ -10,7 +10,7 @@ from compaction.context import (
 )
 from compaction.extractive import ExtractiveSummarizer
 from compaction.ledger import Ledger
-from compaction.recall import excerpt, known_sentences, query_terms, term_keys
+from compaction.recall import excerpt, known_sentences, query_terms
 from compaction.render import MemoryRenderer, fit_memory
 from compaction.state import Fact, Memory, Message, Reversal, units
 from compaction.summarizer import Completion, Extractive, LLMSummarizer, Summarizer, Summary
@@ -43,6 +43,5 @@ __all__ = [
     "plan_eviction",
     "prompt_tokens",
     "query_terms",
-    "term_keys",
     "units",
 ]

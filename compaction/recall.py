@@ -15,14 +15,14 @@ recalled excerpt costs a few dozen tokens, not a whole message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from compaction.cues import sentences, tidy
 from compaction.state import Memory, Message
 from compaction.tokens import text_of
 
-__all__ = ["excerpt", "known_sentences", "query_terms", "term_keys"]
+__all__ = ["excerpt", "known_sentences", "query_terms"]
 
 MAX_TERMS = 4
 MAX_EXCERPT_CHARS = 360
@@ -81,18 +81,6 @@ def query_terms(text: str, limit: int = MAX_TERMS) -> list[str]:
         ranked.append((0 if special else 1, -len(word), position, word))
     ranked.sort()
     return [word for *_, word in ranked[:limit]]
-
-
-def term_keys(text: str) -> Iterator[str]:
-    """The text's words as recall compares them: lowercased, lightly stemmed, no stop words.
-
-    The turn path keeps these for the window and the memory, so it can skip
-    the archive query when the new message names nothing they lack.
-    """
-    for match in _WORD.finditer(text):
-        word = match.group(0).strip(".-/").lower()
-        if word and word not in _STOP:
-            yield _stem(word)
 
 
 def _stem(word: str) -> str:

@@ -162,7 +162,7 @@ def create_app(
             settings.reset_policies,
         )
         if settings.recall:
-            conversations.recall = ArchiveRecall(own_store)
+            conversations.recall = ArchiveRecall(own_store, renderer)
         bundle = Services(
             settings=settings,
             store=own_store,

@@ -8,12 +8,12 @@ changed behind the proxy's back — a CLI reset, another replica — reloads it.
 from __future__ import annotations
 
 import bisect
-from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction import Memory, Message, term_keys
+from compaction import Memory, Message
 from compaction.tokens import text_of
 
 __all__ = ["TAIL", "LiveSession", "SessionCache"]
@@ -38,20 +38,19 @@ class LiveSession:
     """The window's total tokens, kept up to date."""
     window_wire: list[dict[str, Any]] = field(default_factory=list)
     """The window's messages in OpenAI form, kept up to date."""
-    window_keys: Counter[str] = field(default_factory=Counter)
-    """Words of the window (see :func:`compaction.term_keys`), counted, kept up to date."""
-    memory_keys: frozenset[str] = frozenset()
-    """Words of the memory."""
+    window_lower: list[str] = field(default_factory=list)
+    """Each window message's text, lowercased, for :meth:`covers`."""
 
     def __post_init__(self) -> None:
         self.window_tokens = sum(m.tokens for m in self.window)
         self.window_wire = [m.to_openai() for m in self.window]
-        self.window_keys = Counter(k for m in self.window for k in _keys(m))
-        self.memory_keys = memory_keys(self.memory)
+        self.window_lower = [_lower(m) for m in self.window]
 
-    def covers(self, keys: Iterable[str]) -> bool:
-        """Whether the window or the memory already mentions each of ``keys``."""
-        return all(k in self.window_keys or k in self.memory_keys for k in keys)
+    def covers(self, words: Iterable[str], memory_text: str) -> bool:
+        """Whether the window or the memory's text already mentions each of ``words``."""
+        window = "\n".join(self.window_lower)
+        memory = memory_text.lower()
+        return all((w := word.lower()) in window or w in memory for word in words)
 
     @property
     def system_tokens(self) -> int:
@@ -61,7 +60,7 @@ class LiveSession:
         self.window.extend(messages)
         self.window_tokens += sum(m.tokens for m in messages)
         self.window_wire.extend(m.to_openai() for m in messages)
-        self.window_keys.update(k for m in messages for k in _keys(m))
+        self.window_lower.extend(_lower(m) for m in messages)
         self.tail = (self.tail + messages)[-TAIL:]
         self.last_seq = messages[-1].seq
         self.last_turn = messages[-1].turn
@@ -72,23 +71,13 @@ class LiveSession:
         self.version += 1
         cut = bisect.bisect_right(self.window, memory.through_seq, key=lambda m: m.seq)
         self.window_tokens -= sum(m.tokens for m in self.window[:cut])
-        self.window_keys.subtract(k for m in self.window[:cut] for k in _keys(m))
-        self.window_keys += Counter()  # drop the words no longer in the window
-        self.memory_keys = memory_keys(memory)
+        del self.window_lower[:cut]
         del self.window[:cut]
         del self.window_wire[:cut]
 
 
-def _keys(message: Message) -> Iterator[str]:
-    if message.role in ("user", "assistant"):
-        yield from term_keys(text_of(message.content))
-
-
-def memory_keys(memory: Memory) -> frozenset[str]:
-    texts = [f.text for f in memory.facts]
-    texts += [f"{r.before} {r.after}" for r in memory.reversals]
-    texts += list(memory.summary)
-    return frozenset(k for text in texts for k in term_keys(text))
+def _lower(message: Message) -> str:
+    return text_of(message.content).lower() if message.role in ("user", "assistant") else ""
 
 
 class SessionCache:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from compaction import Message, excerpt, known_sentences, query_terms, term_keys
+from compaction import MemoryRenderer, Message, excerpt, known_sentences, query_terms
 from compaction.tokens import text_of
 from proxy.live import LiveSession
 from proxy.store.recall import RecallStore
@@ -30,8 +30,11 @@ RECENT_QUERIES = 4096
 class ArchiveRecall:
     """The :data:`~proxy.turns.Recall` hook over the store's full-text index."""
 
-    def __init__(self, store: RecallStore, limit: int = RECALL_LIMIT) -> None:
+    def __init__(
+        self, store: RecallStore, renderer: MemoryRenderer, limit: int = RECALL_LIMIT
+    ) -> None:
         self.store = store
+        self.renderer = renderer
         self.limit = limit
         # The archive only changes when compaction advances it, so a query
         # repeated before then has the same answer.
@@ -42,15 +45,15 @@ class ArchiveRecall:
         if through <= 0:
             return []
         terms = query_terms(" ".join(text_of(m.content) for m in new if m.role == "user"))
-        if not terms or live.covers(k for t in terms for k in term_keys(t)):
+        if not terms or live.covers(terms, self.memory_text(live)):
             # Everything the message names is still in view: nothing to recall
             # (and no archive query on the turn path).
             return []
-        cached = (live.id, through, tuple(terms))
-        hits = self._recent.get(cached)
+        key = (live.id, through, tuple(terms))
+        hits = self._recent.get(key)
         if hits is None:
             hits = await self.store.recall_messages(live.id, through, terms, self.limit)
-            self._recent[cached] = hits
+            self._recent[key] = hits
             if len(self._recent) > RECENT_QUERIES:
                 self._recent.popitem(last=False)
         if not hits:
@@ -62,3 +65,7 @@ class ArchiveRecall:
             if cut is not None:
                 out.append(cut)
         return out
+
+    def memory_text(self, live: LiveSession) -> str:
+        message = self.renderer.render(live.memory).message
+        return str(message["content"]) if message else ""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from compaction import Fact, Memory, Message
+from compaction import Fact, Memory, MemoryRenderer, Message, TiktokenCounter
 from compaction.render import MEMORY_HEADER, RECALL_HEADER
 from proxy.errors import StorageError
 from proxy.live import LiveSession
@@ -206,7 +206,7 @@ def test_recall_skips_the_archive_when_the_context_already_names_everything() ->
         window=window,
     )
     store = CountingStore()
-    recall = ArchiveRecall(store)  # type: ignore[arg-type]
+    recall = ArchiveRecall(store, MemoryRenderer(TiktokenCounter()))  # type: ignore[arg-type]
 
     async def scenario() -> None:
         assert await recall(live, [Message("user", "Why does the staging deployment fail?")]) == []
