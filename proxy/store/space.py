@@ -53,7 +53,8 @@ async def database_size(db: Database) -> int:
 
 async def reclaim_space(db: Database) -> str:
     """Make the space deleted rows held free again; say how, and how much went back."""
-    if isinstance(db, PostgresDatabase):
+    if db.dialect == "postgresql":
+        assert isinstance(db, PostgresDatabase)
         try:
             return await _reclaim_postgres(db.url)
         except DRIVER_ERRORS as exc:
