@@ -172,7 +172,7 @@ def test_a_job_due_once_fires_once_across_two_replica_processes(
             stack.enter_context(serving(*flags, log=tmp_path / f"replica{i}.log"))[0]
             for i in range(2)
         ]
-        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
         names = [f"once-{i}" for i in range(10)]
         for name in names:
             body = {"name": name, "schedule": due.isoformat(), "prompt": f"Run {name}."}
