@@ -17,7 +17,7 @@ from proxy.app_state import Services
 from proxy.config import Settings
 from proxy.store import is_postgres_url
 from tests.databases import DEFAULT_SERVER, DbConnection, PostgresServer
-from tests.fake_upstream import FakeUpstream
+from tests.fake_upstream import FakeUpstream, FakeUpstreams
 from tests.servers import running
 
 BACKENDS = [pytest.param("sqlite"), pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -64,25 +64,44 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def pg(backend: str, request: pytest.FixtureRequest) -> PostgresServer | None:
+    """The PostgreSQL server when the test runs on it (``Proxy.db()`` needs it), else None."""
+    return request.getfixturevalue("postgres") if backend == "postgresql" else None
+
+
+@pytest.fixture
 def db_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, empty database of ``backend``, dropped after the test."""
+    """A fresh, empty database of ``backend``, dropped after the test (on PostgreSQL,
+    a schema of its own in the test session's database: see tests/databases.py)."""
     if backend == "sqlite":
         yield str(tmp_path / "state.db")
         return
     server: PostgresServer = request.getfixturevalue("postgres")
-    name = server.create_database()
+    url = server.create_schema()
     try:
-        yield server.url_for(name)
+        yield url
     finally:
-        server.drop_database(name)
+        server.drop_schema(url)
+
+
+@pytest.fixture(scope="session")
+def upstreams() -> Iterator[FakeUpstreams]:
+    """The server every test's fake upstream is served by."""
+    fakes = FakeUpstreams()
+    with running(fakes) as url:
+        fakes.url = url
+        yield fakes
 
 
 @pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
+def upstream(upstreams: FakeUpstreams) -> Iterator[FakeUpstream]:
+    """A fake upstream of the test's own (on the shared server, under its own path)."""
     fake = FakeUpstream()
-    with running(fake) as url:
-        fake.url = f"{url}/v1"
+    fake.url = f"{upstreams.add(fake)}/v1"
+    try:
         yield fake
+    finally:
+        upstreams.remove(fake)
 
 
 @dataclass
@@ -147,10 +166,7 @@ ProxyFactory = Callable[..., AbstractContextManager[Proxy]]
 
 
 @pytest.fixture
-def make_proxy(
-    db_url: str, backend: str, upstream: FakeUpstream, request: pytest.FixtureRequest
-) -> ProxyFactory:
-    postgres = request.getfixturevalue("postgres") if backend == "postgresql" else None
+def make_proxy(db_url: str, upstream: FakeUpstream, pg: PostgresServer | None) -> ProxyFactory:
 
     @contextmanager
     def start(**flags: Any) -> Iterator[Proxy]:
@@ -160,7 +176,7 @@ def make_proxy(
         settings = Settings.load(flags=flags)
         app = create_app(settings)
         with running(app) as url:
-            yield Proxy(url, settings, app, postgres)
+            yield Proxy(url, settings, app, pg)
 
     return start
 

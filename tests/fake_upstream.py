@@ -8,6 +8,7 @@ streamed or not, as asked.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections import deque
@@ -20,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from compaction.tokens import text_of
 
-__all__ = ["FakeUpstream", "Recorded", "Reply"]
+__all__ = ["FakeUpstream", "FakeUpstreams", "Recorded", "Reply"]
 
 
 @dataclass
@@ -193,6 +194,40 @@ class FakeUpstream:
                 await asyncio.sleep(reply.chunk_delay)
             await send({"type": "http.response.body", "body": frame, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class FakeUpstreams:
+    """One server for many fake upstreams, each under a path prefix of its own.
+
+    The suite starts it once instead of a server per test (starting and
+    stopping uvicorn costs more than many tests). ``add`` returns the fake's
+    base URL; the fake sees paths without the prefix, as if it were alone.
+    """
+
+    def __init__(self, url: str = "") -> None:
+        self.url = url
+        self._fakes: dict[str, FakeUpstream] = {}
+        self._numbers = itertools.count()
+
+    def add(self, fake: FakeUpstream) -> str:
+        prefix = f"u{next(self._numbers)}"
+        self._fakes[prefix] = fake
+        return f"{self.url}/{prefix}"
+
+    def remove(self, fake: FakeUpstream) -> None:
+        self._fakes = {k: v for k, v in self._fakes.items() if v is not fake}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await FakeUpstream()(scope, receive, send)
+            return
+        prefix, _, rest = scope["path"][1:].partition("/")
+        fake = self._fakes.get(prefix)
+        if fake is None:
+            await _send(send, 404, b'{"error": {"message": "no such fake upstream"}}')
+            return
+        path = "/" + rest
+        await fake({**scope, "path": path, "raw_path": path.encode()}, receive, send)
 
 
 async def _send(

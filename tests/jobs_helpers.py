@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +14,7 @@ from proxy.app import create_app
 from proxy.config import Settings
 from proxy.scheduler import Scheduler
 from tests.conftest import Proxy
+from tests.databases import PostgresServer
 from tests.fake_upstream import FakeUpstream
 from tests.servers import running
 
@@ -37,17 +37,22 @@ def at(text: str) -> float:
 
 @contextmanager
 def jobs_proxy(
-    tmp_path: Path, upstream: FakeUpstream, clock: FakeClock, **flags: Any
+    db: str,
+    upstream: FakeUpstream,
+    clock: FakeClock,
+    postgres: PostgresServer | None,
+    **flags: Any,
 ) -> Iterator[Proxy]:
-    """The proxy on loopback, its schedules driven by ``clock``; the scheduler ticks fast."""
+    """The proxy on loopback on database ``db``, its schedules driven by ``clock``; the
+    scheduler ticks fast. ``postgres``: the server, for ``Proxy.db()`` on PostgreSQL."""
     flags.setdefault("upstream", upstream.url)
-    flags.setdefault("db", str(tmp_path / "state.db"))
+    flags.setdefault("db", db)
     flags.setdefault("summarizer", "extractive")
     flags.setdefault("jobs_tick", 0.005)
     settings = Settings.load(flags=flags)
     app = create_app(settings, clock=clock)
     with running(app) as url:
-        yield Proxy(url, settings, app)
+        yield Proxy(url, settings, app, postgres)
 
 
 def scheduler(proxy: Proxy) -> Scheduler:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 from click.testing import CliRunner, Result
 
@@ -15,8 +13,8 @@ from tests.jobs_helpers import wait_for
 PROMPT = "Review the decisions in memory and report reversals."
 
 
-def jobs(db: Path, *args: str, ok: bool = True) -> Result:
-    result = CliRunner().invoke(main, ["jobs", *args, "--db", str(db)])
+def jobs(db: str, *args: str, ok: bool = True) -> Result:
+    result = CliRunner().invoke(main, ["jobs", *args, "--db", db])
     if ok:
         assert result.exit_code == 0, result.output
     else:
@@ -24,8 +22,8 @@ def jobs(db: Path, *args: str, ok: bool = True) -> Result:
     return result
 
 
-def test_add_list_show_pause_resume_delete(tmp_path: Path) -> None:
-    db = tmp_path / "state.db"
+def test_add_list_show_pause_resume_delete(db_url: str) -> None:
+    db = db_url
     added = jobs(
         db,
         "add",
@@ -73,9 +71,9 @@ def test_add_list_show_pause_resume_delete(tmp_path: Path) -> None:
 
 
 def test_run_here_prints_the_answer_and_records_the_run(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream
 ) -> None:
-    db = tmp_path / "state.db"
+    db = db_url
     jobs(db, "add", "report", "--schedule", "every 1d", "--prompt", PROMPT)
     ran = jobs(db, "run", "report", "--upstream", upstream.url)
     assert ran.output.strip() == f"answer to: {PROMPT}"
@@ -91,9 +89,9 @@ def test_run_here_prints_the_answer_and_records_the_run(
 
 
 def test_run_queue_hands_the_job_to_the_servers_scheduler(
-    tmp_path: Path, make_proxy: ProxyFactory, upstream: FakeUpstream
+    db_url: str, make_proxy: ProxyFactory, upstream: FakeUpstream
 ) -> None:
-    db = tmp_path / "state.db"
+    db = db_url
     jobs(db, "add", "report", "--schedule", "every 1d", "--prompt", PROMPT)
     jobs(db, "pause", "report")
     refused = jobs(db, "run", "report", "--queue", ok=False)
@@ -102,7 +100,7 @@ def test_run_queue_hands_the_job_to_the_servers_scheduler(
     assert "queued report" in jobs(db, "run", "report", "--queue").output
     assert upstream.chats == []
 
-    with make_proxy(db=str(db), jobs_tick=0.01) as proxy:
+    with make_proxy(jobs_tick=0.01) as proxy:
         wait_for(lambda: "schedule ok" in jobs(db, "show", "report").output)
         assert upstream.chats[-1].messages[-1]["content"] == PROMPT
         assert len(proxy.transcript("job:report")) == 2

@@ -121,10 +121,11 @@ async def test_locks_survive_a_lost_holder_connection(
         pass
     admin = await asyncpg.connect(db_url)
     try:
-        # Kill every connection of this database but ours: the lock holders included.
+        # Kill every connection of this test but ours: the lock holders included.
         await admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND application_name = current_setting('application_name')"
         )
     finally:
         await admin.close()

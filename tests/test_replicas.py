@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -154,6 +155,53 @@ def test_serve_with_two_worker_processes(
         # Both opened the database (their lifespans ran) and serve.
         assert log.read_text().count("Application startup complete") == 2
     assert_serialized(transcript(postgres, db_url, "workers"), questions)
+
+
+@pytest.mark.postgres
+def test_a_job_due_once_fires_once_across_two_replica_processes(
+    upstream: FakeUpstream, db_url: str, postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """Both replicas check for due jobs every 20 ms; each one-shot job runs on one of them.
+
+    Ten jobs fall due at once, more than one replica starts in a pass (eight),
+    so both usually take some."""
+    flags = ["--db", db_url, "--upstream", upstream.url, "--summarizer", "extractive"]
+    flags += ["--jobs-tick", "0.02"]
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(serving(*flags, log=tmp_path / f"replica{i}.log"))[0]
+            for i in range(2)
+        ]
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
+        names = [f"once-{i}" for i in range(10)]
+        for name in names:
+            body = {"name": name, "schedule": due.isoformat(), "prompt": f"Run {name}."}
+            created = httpx.post(f"{urls[0]}/api/jobs", json=body, timeout=30)
+            assert created.status_code == 201, created.text
+        assert datetime.now(UTC) < due, "the jobs must be created before they are due"
+
+        def finished() -> int:
+            with postgres.connect(db_url) as conn:
+                row = conn.execute("SELECT COUNT(*) FROM job_runs WHERE status <> 'running'")
+                return int(row.fetchone()[0])
+
+        deadline = time.monotonic() + 30
+        while finished() < len(names):
+            assert time.monotonic() < deadline, "the jobs did not run"
+            time.sleep(0.05)
+        time.sleep(0.5)  # 25 more passes of each scheduler: nothing fires again
+        with postgres.connect(db_url) as conn:
+            fired = conn.execute(
+                "SELECT j.name, r.status, r.scheduled_for FROM job_runs r "
+                "JOIN jobs j ON j.id = r.job_id ORDER BY j.name"
+            ).fetchall()
+            listed = httpx.get(f"{urls[1]}/api/jobs", timeout=30).json()["data"]
+    assert [(r["name"], r["status"], r["scheduled_for"]) for r in fired] == [
+        (name, "ok", due.timestamp()) for name in names
+    ]
+    prompts = sorted(str(chat.messages[-1]["content"]) for chat in upstream.chats)
+    assert prompts == sorted(f"Run {name}." for name in names)
+    assert {job["next_run_at"] for job in listed} == {None}
 
 
 def test_more_than_one_worker_needs_postgresql(tmp_path: Path) -> None:

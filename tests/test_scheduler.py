@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from proxy.jobs import Jobs, next_run
 from proxy.store import SqlStore, database_for
 from tests.conftest import Proxy
+from tests.databases import PostgresServer
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.jobs_helpers import FakeClock, api, at, jobs_proxy, scheduler, settle_jobs, wait_for
 
@@ -34,10 +33,10 @@ def advance(clock: FakeClock, to: float, *proxies: Proxy) -> None:
 
 
 def test_cron_job_fires_at_its_local_time_across_a_dst_change(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     clock = FakeClock(at("2025-03-07T12:00:00-05:00"))
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(proxy, name="morning", schedule="0 9 * * *", timezone="America/New_York")
         expected = [
             at("2025-03-08T09:00:00-05:00"),
@@ -61,11 +60,11 @@ def test_cron_job_fires_at_its_local_time_across_a_dst_change(
 
 
 def test_interval_jobs_fire_every_period_and_daily_ones_keep_local_time(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-03-29T09:00:00+01:00")
     clock = FakeClock(start)
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         hourly = create(proxy, name="hourly", schedule="every 2h")
         daily = create(proxy, name="daily", schedule="every 1d", timezone="Europe/Paris")
         assert hourly["next_run_at"] == start + 2 * HOUR
@@ -86,11 +85,11 @@ def test_interval_jobs_fire_every_period_and_daily_ones_keep_local_time(
 
 
 def test_pause_skips_occurrences_and_resume_continues_the_schedule(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-01-06T00:00:00+00:00")
     clock = FakeClock(start)
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(proxy, name="hourly", schedule="0 * * * *")
         advance(clock, start + HOUR, proxy)
         assert len(runs(proxy, job["id"])) == 1
@@ -116,17 +115,17 @@ def test_pause_skips_occurrences_and_resume_continues_the_schedule(
 
 
 def test_occurrences_missed_while_down_collapse_into_one_run(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-01-06T00:00:00+00:00")
     clock = FakeClock(start)
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(proxy, name="hourly", schedule="every 1h")
         advance(clock, start + HOUR, proxy)
         assert len(runs(proxy, job["id"])) == 1
 
     clock.now = start + 6.5 * HOUR  # down through 2h, 3h, 4h, 5h, 6h
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         settle_jobs(proxy)
         settle_jobs(proxy)
         done = runs(proxy, job["id"])
@@ -138,9 +137,11 @@ def test_occurrences_missed_while_down_collapse_into_one_run(
         assert len(runs(proxy, job["id"])) == 3
 
 
-def test_a_one_shot_job_runs_once(tmp_path: Path, upstream: FakeUpstream) -> None:
+def test_a_one_shot_job_runs_once(
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
+) -> None:
     clock = FakeClock(at("2025-03-10T08:00:00-04:00"))
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(
             proxy, name="once", schedule="2025-03-10T09:00:00", timezone="America/New_York"
         )
@@ -152,11 +153,11 @@ def test_a_one_shot_job_runs_once(tmp_path: Path, upstream: FakeUpstream) -> Non
 
 
 def test_a_failing_upstream_records_an_error_run_and_waits_for_the_next_occurrence(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-01-06T00:00:00+00:00")
     clock = FakeClock(start)
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(proxy, name="hourly", schedule="every 1h")
         upstream.script.append(Reply(status=500))
         advance(clock, start + HOUR, proxy)
@@ -182,30 +183,30 @@ def test_a_failing_upstream_records_an_error_run_and_waits_for_the_next_occurren
 
 
 def test_two_schedulers_on_one_database_never_fire_an_occurrence_twice(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-01-06T00:00:00+00:00")
     clock = FakeClock(start)
     with (
-        jobs_proxy(tmp_path, upstream, clock, jobs_tick=0.001) as one,
-        jobs_proxy(tmp_path, upstream, clock, jobs_tick=0.001) as two,
+        jobs_proxy(db_url, upstream, clock, pg, jobs_tick=0.001) as one,
+        jobs_proxy(db_url, upstream, clock, pg, jobs_tick=0.001) as two,
     ):
         ids = [create(one, name=f"job{i}", schedule="every 1m")["id"] for i in range(4)]
         for minute in range(1, 13):
             advance(clock, start + 60 * minute, one, two)
-        with sqlite3.connect(one.settings.db) as conn:
+        with one.db() as conn:
             fired = conn.execute(
                 "SELECT job_id, scheduled_for, COUNT(*) FROM job_runs GROUP BY 1, 2"
             ).fetchall()
         assert len(fired) == 4 * 12
-        assert {count for _, _, count in fired} == {1}
-        assert {job_id for job_id, _, _ in fired} == set(ids)
+        assert {row[2] for row in fired} == {1}
+        assert {row[0] for row in fired} == set(ids)
         assert len(upstream.chats) == 4 * 12
         assert scheduler(one).ticks > 0 and scheduler(two).ticks > 0
 
 
-def test_concurrent_claims_from_two_stores_claim_an_occurrence_once(tmp_path: Path) -> None:
-    path = str(tmp_path / "race.db")
+def test_concurrent_claims_from_two_stores_claim_an_occurrence_once(db_url: str) -> None:
+    path = db_url
 
     async def race() -> list[int]:
         stores = [SqlStore(database_for(path)) for _ in range(2)]
@@ -231,17 +232,17 @@ def test_concurrent_claims_from_two_stores_claim_an_occurrence_once(tmp_path: Pa
 
 
 def test_runs_interrupted_by_a_stop_are_closed_as_errors(
-    tmp_path: Path, upstream: FakeUpstream
+    db_url: str, upstream: FakeUpstream, pg: PostgresServer | None
 ) -> None:
     start = at("2025-01-06T00:00:00+00:00")
     clock = FakeClock(start)
-    with jobs_proxy(tmp_path, upstream, clock) as proxy:
+    with jobs_proxy(db_url, upstream, clock, pg) as proxy:
         job = create(proxy, name="slow", schedule="every 1h")
         scheduler(proxy).grace = 0.05
         upstream.script.append(Reply(content="late", delay=5))
         clock.now = start + HOUR
         wait_for(lambda: len(upstream.chats) == 1)
-    with sqlite3.connect(proxy.settings.db) as conn:
+    with proxy.db() as conn:
         status, error = conn.execute("SELECT status, error FROM job_runs").fetchone()
     assert status == "error" and "shut down" in error
     assert job["id"]

@@ -122,7 +122,11 @@ def test_rename_messages_and_delete(proxy: Proxy, upstream: FakeUpstream) -> Non
         assert client.get(session_path(session_id)).status_code == 404
     assert rows(proxy, "SELECT * FROM messages WHERE session_id = ?", session_id) == []
     assert rows(proxy, "SELECT * FROM session_state WHERE session_id = ?", session_id) == []
-    assert rows(proxy, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'zebra'") == []
+    if proxy.backend == "sqlite":
+        # The external-content index forgets them too (a stale row would still match).
+        assert rows(proxy, "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'zebra'") == []
+    with api(proxy) as client:
+        assert client.get("/api/search", params={"q": "zebra"}).json()["data"] == []
     # The key starts afresh on the next turn.
     say(proxy, "doomed", "again")
     assert [m["content"] for m in upstream.chats[-1].messages] == ["again"]
@@ -200,6 +204,8 @@ def test_malformed_search_queries_never_crash(proxy: Proxy, query: str) -> None:
     assert [hit["session"]["key"] for hit in result["data"]] == ["q"]
 
 
+# Refused before the store is asked anything: a PostgreSQL twin would prove nothing more.
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_empty_query_is_a_clear_error(proxy: Proxy) -> None:
     with api(proxy) as client:
         response = client.get("/api/search", params={"q": "  "})

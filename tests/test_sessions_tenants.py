@@ -87,6 +87,8 @@ def test_created_sessions_belong_to_the_caller(tenants: tuple[Proxy, str]) -> No
     assert rows(proxy, "SELECT tenant FROM sessions WHERE id = ?", session_id)[0][0] == "globex"
 
 
+# Refused before the store is asked anything: a PostgreSQL twin would prove nothing more.
+@pytest.mark.parametrize("backend", ["sqlite"])
 @pytest.mark.parametrize(
     ("method", "path"),
     [

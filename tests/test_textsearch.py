@@ -141,3 +141,27 @@ def test_parse() -> None:
     for empty in ["", "   ", "-redis", "NOT x", "OR", '""', "*"]:
         with pytest.raises(ValueError, match="at least one word"):
             SearchQuery.parse(empty)
+
+
+@pytest.mark.parametrize(
+    ("text", "lenient", "shown"),
+    [
+        ("docker OR kubernetes", False, "docker OR kubernetes"),
+        ('"docker builds" kube*', False, '"docker builds" kube*'),
+        ("python NOT java -go", False, "python NOT java NOT go"),
+        ("a AND b", False, "a b"),
+        ("C++", True, '"C++"'),
+        ('"unterminated', True, "unterminated"),
+        ("hello AND", True, "hello"),
+        ("OR hello", True, "hello"),
+        ("hello OR", True, "hello"),
+        ("gpt-4o", True, '"gpt-4o"'),
+        ("a:b ___", True, '"a:b"'),
+    ],
+)
+def test_text_that_is_not_syntax_is_read_as_plain_words(
+    text: str, lenient: bool, shown: str
+) -> None:
+    query = SearchQuery.parse(text)
+    assert (query.lenient, str(query)) == (lenient, shown)
+    assert SearchQuery.parse(shown).groups == query.groups  # what is shown runs the same

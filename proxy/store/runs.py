@@ -306,17 +306,20 @@ class RunStore(CoreStore):
     # -- leases: which process executes a running run ----------------------
 
     async def claim_run(self, run_id: str, owner: str, until: float, *, force: bool) -> bool:
-        """Take the run's lease unless another live owner holds it (``force``: even then)."""
+        """Take the run's lease unless another live owner holds it (``force``: even then).
+
+        One conditional ``UPDATE … RETURNING``, so of processes claiming one
+        expired lease at once exactly one gets it: SQLite runs writes one at a
+        time, and PostgreSQL makes the second ``UPDATE`` wait for the first and
+        re-check its ``WHERE`` against the row the first committed.
+        """
         sql = "UPDATE runs SET lease_owner = ?, lease_until = ? WHERE id = ? AND status = 'running'"
         args: tuple[Any, ...] = (owner, until, run_id)
         if not force:
             sql += " AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)"
             args += (owner, time.time())
-
-        async def claim(tx: Tx) -> bool:
-            return bool(await tx.execute(sql, args))
-
-        return await self.db.transact(claim)
+        (claimed,) = await self.db.write([(sql + " RETURNING id", args)])
+        return bool(claimed)
 
     async def claimable_runs(self, *, force: bool, limit: int = 100) -> list[str]:
         """Running runs nobody (alive) executes: lease free or expired (``force``: all)."""

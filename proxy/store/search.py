@@ -1,26 +1,22 @@
-"""Full-text search over a tenant's messages, grouped by session.
+"""Full-text search over a tenant's messages, grouped by session, on either backend.
 
-The query language is the engine's: on SQLite, FTS5 (keywords, ``"exact
-phrase"``, ``OR``, ``NOT``, ``deploy*``). A query the engine cannot parse
-(``C++``, ``"unterminated``, ``hello AND``, ``gpt-4o``) is not an error the
-user has to debug: it is run again as plain words — each whitespace-separated
-chunk a quoted phrase, operators dropped — and the result says so.
+The query syntax is :mod:`proxy.store.textsearch`'s (words, ``"exact
+phrase"``, ``OR``, ``NOT``/``-word``, ``deploy*``), the same on SQLite (FTS5)
+and PostgreSQL (``tsvector``). Text that is not valid syntax (``C++``,
+``"unterminated``, ``hello AND``, ``gpt-4o``) is not an error the user has to
+debug: it is read as plain words, and the result says so and shows the query
+as it was run. Only a query with no word at all (``NOT``) is an error.
 """
 
 from __future__ import annotations
 
-import re
-import sqlite3
 from dataclasses import dataclass
 
-from proxy.errors import StorageError
 from proxy.store.fts import FtsIndex
 from proxy.store.session_info import SessionInfo, load_infos
+from proxy.store.textsearch import Match, SearchQuery, message_match
 
-__all__ = ["Excerpt", "QueryError", "SearchHit", "SearchResult", "SessionSearch", "plain_query"]
-
-OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
-_WORDY = re.compile(r"\w", re.UNICODE)
+__all__ = ["Excerpt", "QueryError", "SearchHit", "SearchResult", "SessionSearch"]
 
 
 class QueryError(ValueError):
@@ -49,27 +45,15 @@ class SearchHit:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     query: str
-    """The query as run (the plain-words form when the original could not be parsed)."""
+    """The query as run (read as plain words where the original was not query syntax)."""
     rewritten: bool
     sessions: list[SearchHit]
 
 
-def plain_query(query: str) -> str:
-    """The query as plain words: every chunk a phrase, prefix ``*`` kept, operators dropped."""
-    phrases = []
-    for chunk in query.split():
-        if chunk in OPERATORS:
-            continue
-        prefix = chunk.endswith("*")
-        text = chunk.replace('"', " ").strip("* ")
-        if not _WORDY.search(text):
-            continue
-        phrases.append(f'"{text}"' + (" *" if prefix else ""))
-    return " ".join(phrases)
-
-
 class SessionSearch(FtsIndex):
-    """``search_sessions``: the one place with dialect-specific search SQL."""
+    """``search_sessions``, written once: the dialect-specific fragments (FTS5
+    ``MATCH`` and ``snippet``, or ``tsquery`` and ``ts_headline``) come from
+    :func:`~proxy.store.textsearch.message_match`."""
 
     async def search_sessions(
         self,
@@ -86,65 +70,54 @@ class SessionSearch(FtsIndex):
         await self.index_pending()  # the last few messages are not indexed yet
         if not query.strip():
             raise QueryError("The search query is empty.")
-        if self.db.dialect == "sqlite":
-            try:
-                return await self._search_fts5(tenant, query, limit, source, excerpts, marks)
-            except StorageError as exc:
-                if not isinstance(exc.__cause__, sqlite3.OperationalError):
-                    raise
-            plain = plain_query(query)
-            if not plain:
-                raise QueryError(f"The search query {query!r} has no words to search for.")
-            result = await self._search_fts5(tenant, plain, limit, source, excerpts, marks)
-            return SearchResult(result.query, True, result.sessions)
-        # PostgreSQL (issue 4): the same two steps over a tsvector of
-        # messages.content with websearch_to_tsquery, ts_rank and ts_headline.
-        raise StorageError(f"Full-text search is not available on {self.db.dialect} yet.")
+        try:
+            parsed = SearchQuery.parse(query)
+        except ValueError as exc:
+            raise QueryError(f"The search query {query!r} has no words to search for.") from exc
+        match = message_match(self.db.dialect, parsed, marks)
+        best = await self._best_sessions(tenant, match, limit, source)
+        infos = await load_infos(self.db, [session_id for session_id, _, _ in best])
+        found = [
+            SearchHit(info, -rank, hits, await self._excerpts(session_id, match, excerpts))
+            for session_id, rank, hits in best
+            if (info := infos.get(session_id)) is not None  # not deleted in between
+        ]
+        return SearchResult(str(parsed) if parsed.lenient else query, parsed.lenient, found)
 
-    async def _search_fts5(
-        self,
-        tenant: str,
-        query: str,
-        limit: int,
-        source: str | None,
-        excerpts: int,
-        marks: tuple[str, str],
-    ) -> SearchResult:
-        # bm25() cannot be aggregated directly; the hidden ``rank`` column
-        # (bm25 by default, lower is better) can, from a subquery.
+    async def _best_sessions(
+        self, tenant: str, match: Match, limit: int, source: str | None
+    ) -> list[tuple[str, float, int]]:
+        """Sessions with matching messages: (id, best rank, matching messages), best first.
+
+        The rank is ascending, best first (FTS5's bm25 ``rank``; PostgreSQL's
+        ``ts_rank_cd`` negated); a session ranks by its best message.
+        """
         filter_source = "AND s.source = ?" if source is not None else ""
         rows = await self.db.fetchall(
             "SELECT session_id, MIN(rank) AS best, COUNT(*) AS hits FROM ("
-            "  SELECT m.session_id AS session_id, messages_fts.rank AS rank"
-            "  FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-            "  JOIN sessions s ON s.id = m.session_id"
-            f"  WHERE messages_fts MATCH ? AND s.tenant = ? {filter_source}"
-            ") GROUP BY session_id ORDER BY best, hits DESC, session_id LIMIT ?",
-            (query, tenant, *((source,) if source is not None else ()), limit),
+            f"  SELECT m.session_id AS session_id, {match.order} AS rank"
+            f"  FROM messages m {match.join} JOIN sessions s ON s.id = m.session_id"
+            f"  WHERE s.tenant = ? AND {match.where} {filter_source}"
+            ") AS found GROUP BY session_id ORDER BY best, hits DESC, session_id LIMIT ?",
+            (
+                *match.join_args,
+                tenant,
+                *match.where_args,
+                *((source,) if source is not None else ()),
+                limit,
+            ),
         )
-        infos = await load_infos(self.db, [row["session_id"] for row in rows])
-        found = []
-        for row in rows:
-            info = infos.get(row["session_id"])
-            if info is None:  # deleted in between
-                continue
-            snippets = await self.db.fetchall(
-                "SELECT m.seq, m.turn, m.role, m.created_at, "
-                "snippet(messages_fts, 0, ?, ?, '…', 16) AS text "
-                "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-                "WHERE messages_fts MATCH ? AND m.session_id = ? "
-                "ORDER BY messages_fts.rank, m.seq LIMIT ?",
-                (marks[0], marks[1], query, row["session_id"], excerpts),
-            )
-            found.append(
-                SearchHit(
-                    session=info,
-                    score=-float(row["best"]),
-                    hits=int(row["hits"]),
-                    excerpts=[
-                        Excerpt(r["seq"], r["turn"], r["role"], r["created_at"], r["text"])
-                        for r in sorted(snippets, key=lambda r: r["seq"])
-                    ],
-                )
-            )
-        return SearchResult(query, False, found)
+        return [(row["session_id"], float(row["best"]), int(row["hits"])) for row in rows]
+
+    async def _excerpts(self, session_id: str, match: Match, limit: int) -> list[Excerpt]:
+        """The session's ``limit`` best-matching messages, excerpted, in transcript order."""
+        rows = await self.db.fetchall(
+            f"SELECT m.seq, m.turn, m.role, m.created_at, {match.snippet} AS text "
+            f"FROM messages m {match.join} "
+            f"WHERE m.session_id = ? AND {match.where} ORDER BY {match.order}, m.seq LIMIT ?",
+            (*match.join_args, session_id, *match.where_args, limit),
+        )
+        return [
+            Excerpt(r["seq"], r["turn"], r["role"], r["created_at"], r["text"])
+            for r in sorted(rows, key=lambda r: r["seq"])
+        ]

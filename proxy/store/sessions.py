@@ -8,13 +8,10 @@ what they read is still true when they commit.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sqlite3
 from typing import Any
 
 from compaction import Memory
-from proxy.errors import StorageError
+from proxy.store import space
 from proxy.store.core import SESSION_FROM, CoreStore
 from proxy.store.database import Tx
 from proxy.store.records import encode_system, new_session_id
@@ -230,40 +227,14 @@ class SessionAdmin(CoreStore):
             database_bytes=await self.database_size(),
         )
 
-    # -- dialect-specific: size on disk and giving freed space back ----------
+    # -- size on disk and giving freed space back (proxy/store/space.py) ------
 
     async def database_size(self) -> int:
-        if self.db.dialect == "sqlite":
-            path = getattr(self.db, "path", ":memory:")
-            if path != ":memory:":
-                return await asyncio.to_thread(_file_bytes, path)
-            row = await self.db.fetchone("PRAGMA page_count")
-            size = await self.db.fetchone("PRAGMA page_size")
-            return int(row[0]) * int(size[0]) if row and size else 0
-        row = await self.db.fetchone("SELECT pg_database_size(current_database()) AS n")
-        return int(row["n"]) if row else 0
+        return await space.database_size(self.db)
 
     async def reclaim_space(self) -> str:
-        """Return the pages deleted rows left free to the filesystem; say how.
-
-        SQLite: ``PRAGMA incremental_vacuum`` in small steps (each a short write
-        transaction, so a running server's writes wait milliseconds, not the
-        length of a rewrite). A database made before incremental vacuum was
-        switched on gets one full ``VACUUM`` that also switches it on. Neither
-        may run inside a transaction, so this uses a connection of its own.
-        PostgreSQL's autovacuum reclaims space by itself.
-        """
-        if self.db.dialect != "sqlite":
-            return "left to autovacuum"
-        path = getattr(self.db, "path", ":memory:")
-        if path == ":memory:":
-            return "in memory"
-        try:
-            return await asyncio.to_thread(_reclaim_sqlite, path)
-        except sqlite3.Error as exc:
-            raise StorageError(
-                f"could not reclaim space in {path} ({exc}); the freed pages will be reused"
-            ) from exc
+        """Make the space pruned sessions held free again (see :mod:`proxy.store.space`)."""
+        return await space.reclaim_space(self.db)
 
     # -- reset ----------------------------------------------------------------
 
@@ -336,32 +307,3 @@ class SessionAdmin(CoreStore):
         new = await self.session_info(new_id)
         assert new is not None, "the new session exists right after the reset"
         return new
-
-
-def _file_bytes(path: str) -> int:
-    """The database's size on disk: the file and its write-ahead log."""
-    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-
-
-def _reclaim_sqlite(path: str) -> str:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
-    try:
-        conn.execute("PRAGMA busy_timeout=10000")
-        before = _file_bytes(path)
-        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-            how = "incremental vacuum"
-            for _ in range(100_000):
-                if not conn.execute("PRAGMA freelist_count").fetchone()[0]:
-                    break
-                # executescript steps the pragma to the end (execute frees one page).
-                conn.executescript("PRAGMA incremental_vacuum(2000);")
-        else:
-            how = "vacuum (incremental vacuum is on from now on)"
-            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            conn.execute("VACUUM")
-        # The file shrinks when the WAL is checkpointed; best effort if readers are busy.
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        freed = max(0, before - _file_bytes(path))
-        return f"{how}, {freed / 1e6:.1f} MB freed"
-    finally:
-        conn.close()

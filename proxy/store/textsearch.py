@@ -31,11 +31,16 @@ from typing import Any
 
 __all__ = ["Match", "SearchQuery", "Term", "message_match"]
 
+OPERATORS = frozenset({"AND", "OR", "NOT"})
+
 # The text search configuration of postgres_0001 (English stemming, no stop words).
 PG_CONFIG = "hermes_english"
 
-_TOKENS = re.compile(r'"([^"]*)"?|(\S+)')
-_WORD = re.compile(r"\w", re.UNICODE)
+_TOKENS = re.compile(r'"([^"]*)("?)|(\S+)')
+# A character both tokenizers index (FTS5 unicode61 and PostgreSQL's parser
+# treat "_" as a separator, so a term of underscores would match nothing).
+_WORD = re.compile(r"[^\W_]", re.UNICODE)
+_PLAIN_WORD = re.compile(r"\w+", re.UNICODE)
 _BARE_PREFIX = re.compile(r"\w+\*", re.UNICODE)
 
 
@@ -56,6 +61,13 @@ class Term:
             return f"to_tsquery('{PG_CONFIG}', ?)", ["'" + self.text + "':*"]
         return f"phraseto_tsquery('{PG_CONFIG}', ?)", [self.text]
 
+    def __str__(self) -> str:
+        if self.prefix:
+            return self.text + "*"
+        if _PLAIN_WORD.fullmatch(self.text) and self.text not in OPERATORS:
+            return self.text
+        return '"' + self.text.replace('"', " ") + '"'
+
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
@@ -63,39 +75,58 @@ class SearchQuery:
 
     groups: tuple[tuple[Term, ...], ...]
     excluded: tuple[Term, ...] = ()
+    lenient: bool = False
+    """Part of the text was not query syntax and was read as plain words: a
+    quote left open, an operator with nothing to apply to, punctuation inside
+    a word (``C++``, ``gpt-4o``, ``a:b``), a chunk with no word in it."""
 
     @classmethod
     def parse(cls, text: str) -> SearchQuery:
-        """Read the query syntax; ``ValueError`` says what is wrong with it."""
+        """Read the query syntax, leniently; ``ValueError`` if nothing is left to look for."""
         groups: list[list[Term]] = []
         excluded: list[Term] = []
-        pending_or = negate = False
+        pending_or = negate = lenient = False
+        operator = False  # an operator waits for the term it applies to
         for match in _TOKENS.finditer(text):
-            phrase, bare = match.groups()
+            phrase, closed, bare = match.groups()
             if bare in ("OR", "|"):
                 pending_or = bool(groups)
+                lenient = lenient or not groups or operator
+                operator = True
                 continue
             if bare in ("NOT", "AND"):
+                lenient = lenient or (operator and not (bare == "NOT" and pending_or))
                 negate = negate or bare == "NOT"
+                operator = True
                 continue
             if bare is not None and bare.startswith("-") and len(bare) > 1:
                 negate, bare = True, bare[1:]
+            if phrase is not None and not closed:
+                lenient = True
             term = _term(phrase, bare)
             if term is None:
+                lenient = True
                 continue
+            if bare is not None and not term.prefix and not _PLAIN_WORD.fullmatch(bare):
+                lenient = True
             if negate:
                 excluded.append(term)
             elif pending_or:
                 groups[-1].append(term)
             else:
                 groups.append([term])
-            pending_or = negate = False
+            pending_or = negate = operator = False
         if not groups:
             raise ValueError(
                 "the search query needs at least one word to look for "
                 '(words, "phrases", OR, NOT or -word, prefix*)'
             )
-        return cls(tuple(tuple(g) for g in groups), tuple(excluded))
+        return cls(tuple(tuple(g) for g in groups), tuple(excluded), lenient or operator)
+
+    def __str__(self) -> str:
+        """The query in its own syntax, as it is run."""
+        positive = " ".join(" OR ".join(map(str, group)) for group in self.groups)
+        return positive + "".join(f" NOT {t}" for t in self.excluded)
 
     def fts5(self) -> str:
         """The query as an SQLite FTS5 ``MATCH`` expression."""
@@ -148,7 +179,9 @@ class Match:
     snippet: str
 
 
-def message_match(dialect: str, query: SearchQuery) -> Match:
+def message_match(dialect: str, query: SearchQuery, marks: tuple[str, str] = ("[", "]")) -> Match:
+    """The fragments that run ``query`` on ``dialect``; excerpts put hits between ``marks``."""
+    start, stop = marks
     if dialect == "sqlite":
         return Match(
             join="JOIN messages_fts ON messages_fts.rowid = m.id",
@@ -156,10 +189,14 @@ def message_match(dialect: str, query: SearchQuery) -> Match:
             where="messages_fts MATCH ?",
             where_args=(query.fts5(),),
             order="messages_fts.rank",
-            snippet="snippet(messages_fts, 0, '[', ']', '…', 16)",
+            snippet=f"snippet(messages_fts, 0, {_literal(start)}, {_literal(stop)}, '…', 16)",
         )
     if dialect == "postgresql":
         tsquery, args = query.tsquery()
+        options = (
+            f"StartSel={_option(start)}, StopSel={_option(stop)}, "
+            "MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=…"
+        )
         return Match(
             join=f"CROSS JOIN LATERAL (SELECT {tsquery} AS q) AS search",
             join_args=tuple(args),
@@ -168,8 +205,17 @@ def message_match(dialect: str, query: SearchQuery) -> Match:
             order="-ts_rank_cd(m.content_tsv, search.q)",
             snippet=(
                 f"ts_headline('{PG_CONFIG}', coalesce(m.content, ''), search.q, "
-                "'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, "
-                "FragmentDelimiter=…')"
+                f"{_literal(options)})"
             ),
         )
     raise ValueError(f"no full-text search for dialect {dialect!r}")
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (the marks are the caller's, never a user's)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _option(text: str) -> str:
+    """A ``ts_headline`` option value: double-quoted, so spaces and commas are allowed."""
+    return '"' + text.replace('"', '""') + '"'
