@@ -1,5 +1,6 @@
 """Recall queries: the best-matching archived messages of one session.
 
+PostgreSQL ranks a session's archived rows over the search ``tsvector``.
 SQLite keeps a full-text index for recall alone (migration 0005): each
 session's user and assistant messages sit under rowids ``(key << 24) + seq``,
 a contiguous range per session, so a query reads only the session's own
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from compaction import Message
 from proxy.store.core import CoreStore, message_from_row
+from proxy.store.textsearch import PG_CONFIG
 
 __all__ = ["RecallStore", "fts5_match"]
 
@@ -40,13 +42,8 @@ class RecallStore(CoreStore):
         """
         if not terms or through_seq <= 0 or limit <= 0:
             return []
-        if self.db.dialect != "sqlite":
-            # PostgreSQL (issue 4) adds its branch here: the same filter
-            # (session_id = ? AND seq <= ? AND role IN ('user', 'assistant'))
-            # over its tsvector of messages.content, ranked by ts_rank_cd, best
-            # first; migration postgres_0005 adds the partial index it uses.
-            # Until then a PostgreSQL session gets no recalled excerpts.
-            return []
+        if self.db.dialect == "postgresql":
+            return await self._recall_postgres(session_id, through_seq, terms, limit)
         seq_mask = (1 << SEQ_BITS) - 1
         # CROSS JOIN keeps the index as the outer loop: the planner would
         # otherwise be free to walk messages and re-run the MATCH per row.
@@ -59,5 +56,21 @@ class RecallStore(CoreStore):
             f"(SELECT (key << {SEQ_BITS}) + ? FROM recall_sessions WHERE session_id = ?) "
             "ORDER BY bm25(recall_fts) LIMIT ?",
             (session_id, fts5_match(terms), session_id, through_seq, session_id, limit),
+        )
+        return [message_from_row(row) for row in rows]
+
+    async def _recall_postgres(
+        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+    ) -> list[Message]:
+        # The session's rows come through the (session_id, seq) index of
+        # migration postgres_0005 and are ranked over the search tsvector;
+        # each term is its own plainto_tsquery, OR-ed, so no word is syntax.
+        query = " || ".join(f"plainto_tsquery('{PG_CONFIG}', ?)" for _ in terms)
+        rows = await self.db.fetchall(
+            f"SELECT {RECALL_COLUMNS} FROM messages m, (SELECT {query} AS q) found "
+            "WHERE m.session_id = ? AND m.seq <= ? AND m.role IN ('user', 'assistant') "
+            "AND m.content_tsv @@ found.q "
+            "ORDER BY ts_rank_cd(m.content_tsv, found.q) DESC, m.seq DESC LIMIT ?",
+            (*terms, session_id, through_seq, limit),
         )
         return [message_from_row(row) for row in rows]
