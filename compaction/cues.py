@@ -17,7 +17,7 @@ hearsay, requests, generic advice).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 
 __all__ = ["Cues", "cause_of", "read", "salience", "sentences", "tidy"]
 
@@ -147,26 +147,55 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Cues:
-    """What one sentence signals."""
+_TESTS: dict[str, Callable[[str], bool]] = {
+    "number": lambda s: bool(_NUMBER.search(s) or _IDENTIFIER.search(s)),
+    "version": lambda s: bool(_VERSION.search(s)),
+    "date": lambda s: bool(_DATE.search(s)),
+    "name": lambda s: bool(_NAME.search(s)),
+    "decision": lambda s: bool(_DECISION.search(s)),
+    "causal": lambda s: bool(_CAUSAL.search(s)),
+    "temporal": lambda s: bool(_TEMPORAL.search(s)),
+    "reversal": lambda s: bool(_REVERSAL.search(s)),
+    "change": lambda s: bool(_REVERSAL.search(s) or _CHANGE.search(s)),
+    "first_person": lambda s: bool(_FIRST_PERSON.search(s)),
+    "question": lambda s: s.rstrip().endswith("?"),
+    "hearsay": lambda s: bool(_HEARSAY.search(s)),
+    "hypothetical": lambda s: bool(_HYPOTHETICAL.search(s)),
+    "request": lambda s: bool(_REQUEST.search(s)),
+    "generic": lambda s: bool(_GENERIC.search(s)),
+}
 
-    number: bool = False
-    version: bool = False
-    date: bool = False
-    name: bool = False
-    decision: bool = False
-    causal: bool = False
-    temporal: bool = False
-    reversal: bool = False
-    change: bool = False
-    """A reversal cue, or a word saying the value is new ("now")."""
-    first_person: bool = False
-    question: bool = False
-    hearsay: bool = False
-    hypothetical: bool = False
-    request: bool = False
-    generic: bool = False
+
+class Cues:
+    """What one sentence signals.
+
+    Each cue is one regular-expression search, done the first time it is
+    asked for: most sentences are settled by two or three of them (a question
+    is not a fact), and the searches are the extractive summarizer's main cost.
+    Cues read: ``number``, ``version``, ``date``, ``name``, ``decision``,
+    ``causal``, ``temporal``, ``reversal``, ``change`` (a reversal cue, or a
+    word saying the value is new, "now"), ``first_person``, ``question``,
+    ``hearsay``, ``hypothetical``, ``request``, ``generic``.
+    """
+
+    __slots__ = ("_known", "sentence")
+
+    def __init__(self, sentence: str) -> None:
+        self.sentence = sentence
+        self._known: dict[str, bool] = {}
+
+    def __getattr__(self, cue: str) -> bool:
+        test = _TESTS.get(cue)
+        if test is None:
+            raise AttributeError(cue)
+        known = self._known.get(cue)
+        if known is None:
+            known = self._known[cue] = test(self.sentence)
+        return known
+
+    def __repr__(self) -> str:
+        found = [cue for cue in _TESTS if getattr(self, cue)]
+        return f"Cues({self.sentence!r}: {', '.join(found) or 'none'})"
 
     @property
     def about_us(self) -> bool:
@@ -183,23 +212,7 @@ class Cues:
 
 
 def read(sentence: str) -> Cues:
-    return Cues(
-        number=bool(_NUMBER.search(sentence) or _IDENTIFIER.search(sentence)),
-        version=bool(_VERSION.search(sentence)),
-        date=bool(_DATE.search(sentence)),
-        name=bool(_NAME.search(sentence)),
-        decision=bool(_DECISION.search(sentence)),
-        causal=bool(_CAUSAL.search(sentence)),
-        temporal=bool(_TEMPORAL.search(sentence)),
-        reversal=bool(_REVERSAL.search(sentence)),
-        change=bool(_REVERSAL.search(sentence) or _CHANGE.search(sentence)),
-        first_person=bool(_FIRST_PERSON.search(sentence)),
-        question=sentence.rstrip().endswith("?"),
-        hearsay=bool(_HEARSAY.search(sentence)),
-        hypothetical=bool(_HYPOTHETICAL.search(sentence)),
-        request=bool(_REQUEST.search(sentence)),
-        generic=bool(_GENERIC.search(sentence)),
-    )
+    return Cues(sentence)
 
 
 def salience(cues: Cues) -> int:
