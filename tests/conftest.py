@@ -5,7 +5,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,7 @@ class Proxy:
     settings: Settings
     app: Any
     postgres: PostgresServer | None = None
+    _clients: dict[Any, openai.OpenAI] = field(default_factory=dict, repr=False)
 
     @property
     def backend(self) -> str:
@@ -125,7 +126,14 @@ class Proxy:
         return svc
 
     def client(self, api_key: str = "none", **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.v1, api_key=api_key, max_retries=0, **kwargs)
+        # One client per key: making one loads the CA bundle (~50 ms here).
+        key = (api_key, tuple(sorted(kwargs.items())))
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = openai.OpenAI(
+                base_url=self.v1, api_key=api_key, max_retries=0, **kwargs
+            )
+        return client
 
     def async_client(self, api_key: str = "none", **kwargs: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.v1, api_key=api_key, max_retries=0, **kwargs)

@@ -12,6 +12,7 @@ import httpx
 from click.testing import CliRunner, Result
 
 from proxy.cli import main
+from tests import http
 from tests.conftest import Proxy
 
 __all__ = ["api", "cli", "cli_process", "say", "session_path"]
@@ -35,7 +36,7 @@ def say(
         headers["X-Hermes-Source"] = source
     if user_id:
         headers["X-Hermes-User-Id"] = user_id
-    response = httpx.post(
+    response = http.post(
         f"{proxy.v1}/chat/completions",
         json={"model": "hermes", "stream": stream, "messages": [{"role": "user", "content": text}]},
         headers=headers,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 
+from tests import http
 from tests.servers import free_port
 
 
@@ -30,7 +31,7 @@ def test_demo_remembers_a_fact_with_no_network_and_no_key(tmp_path: Path) -> Non
         deadline = time.monotonic() + 30
         while True:
             try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                http.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
                 break
             except httpx.TransportError:
                 assert proc.poll() is None, log.read_text()
@@ -38,7 +39,7 @@ def test_demo_remembers_a_fact_with_no_network_and_no_key(tmp_path: Path) -> Non
                 time.sleep(0.1)
 
         def say(text: str) -> httpx.Response:
-            return httpx.post(
+            return http.post(
                 f"{base}/chat/completions",
                 json={"model": "hermes", "messages": [{"role": "user", "content": text}]},
                 headers={"X-Hermes-Session-Id": "demo"},

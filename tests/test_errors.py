@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import http
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream, Reply
 from tests.servers import free_port
@@ -20,8 +21,8 @@ def post(
 ) -> httpx.Response:
     headers = {"X-Hermes-Session-Id": SESSION, **(headers or {})}
     if raw is not None:
-        return httpx.post(f"{proxy.v1}/chat/completions", content=raw, headers=headers, timeout=30)
-    return httpx.post(f"{proxy.v1}/chat/completions", json=body, headers=headers, timeout=30)
+        return http.post(f"{proxy.v1}/chat/completions", content=raw, headers=headers, timeout=30)
+    return http.post(f"{proxy.v1}/chat/completions", json=body, headers=headers, timeout=30)
 
 
 def user(text: str) -> dict[str, Any]:
@@ -200,7 +201,7 @@ def test_client_disconnect_mid_stream_cancels_and_stores_nothing(
     seeded: Proxy, upstream: FakeUpstream
 ) -> None:
     upstream.script.append(Reply(content="a long answer " * 20, chunk_delay=0.2))
-    with httpx.stream(
+    with http.stream(
         "POST",
         f"{seeded.v1}/chat/completions",
         json={**user("long one"), "stream": True},

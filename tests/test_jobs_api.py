@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import http
 from tests.conftest import Proxy
 from tests.databases import PostgresServer
 from tests.fake_upstream import FakeUpstream
@@ -44,7 +44,7 @@ def error_of(response: dict[str, Any], param: str | None = None) -> str:
 
 def test_create_list_show_update_delete(proxy: Proxy) -> None:
     # The request the client in the issue sends, as it sends it.
-    response = httpx.post(f"{proxy.url}/api/jobs", json=WEEKLY, timeout=10)
+    response = http.post(f"{proxy.url}/api/jobs", json=WEEKLY, timeout=10)
     assert response.status_code == 201, response.text
     job = response.json()
     assert job["id"].startswith("job_")
@@ -122,10 +122,10 @@ def test_invalid_jobs_are_400s_that_say_what_is_wrong(
 
 
 def test_malformed_bodies_duplicates_and_unknown_jobs(proxy: Proxy) -> None:
-    response = httpx.post(f"{proxy.url}/api/jobs", content=b"{nope", timeout=10)
+    response = http.post(f"{proxy.url}/api/jobs", content=b"{nope", timeout=10)
     assert response.status_code == 400
     assert "not valid JSON" in error_of(response.json())
-    response = httpx.post(f"{proxy.url}/api/jobs", json=[1, 2], timeout=10)
+    response = http.post(f"{proxy.url}/api/jobs", json=[1, 2], timeout=10)
     assert response.status_code == 400
 
     api(proxy, "POST", "", WEEKLY, expect=201)

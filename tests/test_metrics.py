@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import httpx
-
+from tests import http
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, Reply
 
@@ -26,7 +25,7 @@ def test_metrics_count_turns_tokens_errors_and_responses(
             extra_headers={"X-Hermes-Session-Id": "m"},
         )
     upstream.script.append(Reply(status=500))
-    failed = httpx.post(
+    failed = http.post(
         f"{proxy.v1}/chat/completions",
         json={"model": "hermes", "messages": [{"role": "user", "content": "three"}]},
         headers={"X-Hermes-Session-Id": "m"},
@@ -34,7 +33,7 @@ def test_metrics_count_turns_tokens_errors_and_responses(
     assert failed.status_code == 500
     proxy.settle()
 
-    response = httpx.get(f"{proxy.url}/metrics")
+    response = http.get(f"{proxy.url}/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text

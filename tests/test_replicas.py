@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from proxy.cli import main
 from proxy.config import Settings
 from proxy.serving import decode_settings, encode_settings
+from tests import http
 from tests.conftest import ProxyFactory
 from tests.databases import PostgresServer
 from tests.fake_upstream import FakeUpstream
@@ -49,7 +50,7 @@ def serving(*args: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes
             if process.poll() is not None:
                 raise RuntimeError(f"the proxy exited:\n{log.read_text()}")
             try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                if http.get(f"{url}/healthz", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
@@ -67,7 +68,7 @@ def serving(*args: str, log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes
 
 
 def ask(url: str, session: str, text: str) -> str:
-    response = httpx.post(
+    response = http.post(
         f"{url}/v1/chat/completions",
         json={"model": "hermes", "messages": [{"role": "user", "content": text}]},
         headers={"X-Hermes-Session-Id": session},
@@ -176,7 +177,7 @@ def test_a_job_due_once_fires_once_across_two_replica_processes(
         names = [f"once-{i}" for i in range(10)]
         for name in names:
             body = {"name": name, "schedule": due.isoformat(), "prompt": f"Run {name}."}
-            created = httpx.post(f"{urls[0]}/api/jobs", json=body, timeout=30)
+            created = http.post(f"{urls[0]}/api/jobs", json=body, timeout=30)
             assert created.status_code == 201, created.text
         assert datetime.now(UTC) < due, "the jobs must be created before they are due"
 
@@ -195,7 +196,7 @@ def test_a_job_due_once_fires_once_across_two_replica_processes(
                 "SELECT j.name, r.status, r.scheduled_for FROM job_runs r "
                 "JOIN jobs j ON j.id = r.job_id ORDER BY j.name"
             ).fetchall()
-            listed = httpx.get(f"{urls[1]}/api/jobs", timeout=30).json()["data"]
+            listed = http.get(f"{urls[1]}/api/jobs", timeout=30).json()["data"]
     assert [(r["name"], r["status"], r["scheduled_for"]) for r in fired] == [
         (name, "ok", due.timestamp()) for name in names
     ]

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 import proxy.run_worker
 from proxy.runs import Runs
+from tests import http
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, Recorded, Reply
 from tests.servers import free_port, running
@@ -143,7 +144,7 @@ def served(args: list[str], port: int, log: Path) -> Iterator[subprocess.Popen[b
         deadline = time.monotonic() + 30
         while True:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                if http.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import orjson
 
+from tests import http
 from tests.conftest import ProxyFactory
 from tests.fake_upstream import FakeUpstream, Recorded
 from tests.session_helpers import api, cli, session_path
@@ -40,7 +40,7 @@ def test_counters_add_up_over_turns_and_compactions(
                 "X-Hermes-Source": "discord",
                 "X-Hermes-User-Id": "user-42",
             }
-            response = httpx.post(f"{proxy.v1}/chat/completions", json=body, headers=headers)
+            response = http.post(f"{proxy.v1}/chat/completions", json=body, headers=headers)
             assert response.status_code == 200
             proxy.settle()
             context = int(response.headers["x-hermes-context-tokens"])

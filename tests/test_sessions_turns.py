@@ -11,6 +11,7 @@ import httpx
 import pytest
 import tiktoken
 
+from tests import http
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream
 
@@ -96,7 +97,7 @@ def test_300_turns_stay_within_budget_and_keep_an_early_fact(
 
 def test_concurrent_turns_on_one_session_are_serialized(proxy: Proxy) -> None:
     def send(i: int) -> str:
-        response = httpx.post(
+        response = http.post(
             f"{proxy.v1}/chat/completions",
             json={"model": "hermes", "messages": [{"role": "user", "content": f"question {i}"}]},
             headers={"X-Hermes-Session-Id": "busy"},
@@ -222,7 +223,7 @@ def test_system_prompt_is_kept_first_and_replaced_when_changed(
 
 def test_idempotency_key_returns_the_stored_answer(proxy: Proxy, upstream: FakeUpstream) -> None:
     def send(stream: bool = False) -> httpx.Response:
-        return httpx.post(
+        return http.post(
             f"{proxy.v1}/chat/completions",
             json={
                 "model": "hermes",
@@ -254,7 +255,7 @@ def test_models_lists_upstream_models_and_the_alias(proxy: Proxy) -> None:
 # Nothing here touches the store: a PostgreSQL twin would prove nothing more.
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_other_v1_routes_pass_through(proxy: Proxy, upstream: FakeUpstream) -> None:
-    response = httpx.post(
+    response = http.post(
         f"{proxy.v1}/embeddings?dimensions=3&x=1&x=2",
         content=b'{"input": "hello", "model": "e"}',
         headers={"Content-Type": "application/json"},
@@ -276,7 +277,7 @@ def test_streams_without_a_session_pass_through_byte_for_byte(
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "relay me"}]}
 
     def fetch(base: str) -> tuple[bytes, str]:
-        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=30) as response:
+        with http.stream("POST", f"{base}/chat/completions", json=body, timeout=30) as response:
             raw = b"".join(response.iter_raw())
             return raw, response.headers["content-type"]
 

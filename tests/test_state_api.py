@@ -10,6 +10,7 @@ import httpx
 import orjson
 
 from compaction import Memory, Message
+from tests import http
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream
 
@@ -25,7 +26,7 @@ EVENT = "On 2024-03-14 we launched the public beta."
 
 
 def say(proxy: Proxy, text: str, key: str, api_key: str = "none") -> httpx.Response:
-    response = httpx.post(
+    response = http.post(
         f"{proxy.v1}/chat/completions",
         json={"model": "hermes", "messages": [{"role": "user", "content": text}]},
         headers={"X-Hermes-Session-Id": key, "Authorization": f"Bearer {api_key}"},
@@ -46,7 +47,7 @@ def conversation(proxy: Proxy, key: str, filler: int = 25, api_key: str = "none"
 
 
 def state(proxy: Proxy, key: str, api_key: str = "none") -> httpx.Response:
-    return httpx.get(
+    return http.get(
         f"{proxy.url}/api/sessions/{quote(key, safe='')}/state",
         headers={"Authorization": f"Bearer {api_key}"},
     )

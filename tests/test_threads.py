@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import httpx
 
 from compaction.render import CHANGES_HEADING
+from tests import http
 from tests.conftest import Proxy, ProxyFactory
 from tests.fake_upstream import FakeUpstream
 from tests.sse_client import EventStream
@@ -158,7 +159,7 @@ def test_tenants_never_see_each_others_threads(
         run_to_end(bob, bob_thread, "What is my password hint?")
         assert "tulip" not in str(upstream.chats[-1].messages)
         assert alice.get("/threads/default/messages").json()["data"] == []
-        unauthenticated = httpx.get(f"{proxy.v1}/threads")
+        unauthenticated = http.get(f"{proxy.v1}/threads")
         assert unauthenticated.status_code == 401
 
 
