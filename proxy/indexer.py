@@ -10,6 +10,9 @@ from proxy.app_state import Services
 
 __all__ = ["FtsIndexer"]
 
+# Messages indexed per transaction (a few milliseconds of the write lock).
+BATCH = 32
+
 logger = logging.getLogger("hermes.indexer")
 
 
@@ -30,7 +33,9 @@ class FtsIndexer:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                await services.store.index_pending()
+                # Small batches, back to back: turns' writes queue between them.
+                while await services.store.index_pending(BATCH) == BATCH:
+                    pass
             except Exception:
                 logger.exception("full-text indexing failed; retrying")
 

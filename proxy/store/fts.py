@@ -17,28 +17,33 @@ __all__ = ["FtsIndex"]
 
 
 class FtsIndex(CoreStore):
-    async def index_pending(self) -> int:
-        """Index the messages stored since the last call; return how many."""
+    async def index_pending(self, limit: int | None = None) -> int:
+        """Index the messages stored since the last call (at most ``limit``); return how many.
+
+        A bounded batch keeps the write lock for a few milliseconds at most,
+        so turns waiting to write are never held up long.
+        """
         if self.db.dialect != "sqlite":
             return 0
+        batch = "SELECT id FROM fts_pending ORDER BY id" + (" LIMIT ?" if limit else "")
+        args: tuple[int, ...] = (limit,) if limit else ()
         results = await self.db.write(
             [
-                ("SELECT COUNT(*) FROM fts_pending", ()),
+                (f"SELECT COUNT(*) FROM ({batch})", args),
                 (
                     "INSERT INTO messages_fts (rowid, content) "
-                    "SELECT m.id, m.content FROM fts_pending p JOIN messages m ON m.id = p.id",
-                    (),
+                    f"SELECT m.id, m.content FROM messages m WHERE m.id IN ({batch})",
+                    args,
                 ),
                 (
                     "INSERT INTO recall_fts (rowid, content) "
-                    "SELECT (r.key << 24) + m.seq, m.content FROM fts_pending p "
-                    "JOIN messages m ON m.id = p.id "
+                    "SELECT (r.key << 24) + m.seq, m.content FROM messages m "
                     "JOIN recall_sessions r ON r.session_id = m.session_id "
-                    "WHERE m.role IN ('user', 'assistant') AND m.content <> '' "
-                    "AND m.seq < 16777216",
-                    (),
+                    f"WHERE m.id IN ({batch}) AND m.role IN ('user', 'assistant') "
+                    "AND m.content <> '' AND m.seq < 16777216",
+                    args,
                 ),
-                ("DELETE FROM fts_pending", ()),
+                (f"DELETE FROM fts_pending WHERE id IN ({batch})", args),
             ]
         )
         count: int = results[0][0][0]

@@ -17,11 +17,17 @@ waits: ``BEGIN IMMEDIATE`` with no busy timeout either gets the write lock at
 once or fails, and then the batch goes through the queue like any other.
 That connection never checkpoints (``wal_autocheckpoint=0``; the writer
 thread does), so an inline batch costs tens of microseconds, never a wait.
+
+Neither does the writer: copying the WAL back into the database file (and
+syncing it) took tens of milliseconds here, and every write queued behind it.
+A checkpointer thread of its own runs passive checkpoints — which never block
+readers or writers — every half second instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -54,6 +60,7 @@ PRAGMAS = (
     "PRAGMA temp_store=MEMORY",
 )
 MAX_BATCH = 512
+CHECKPOINT_SECONDS = 0.5
 
 
 def sqlite_path(url: str) -> str:
@@ -173,6 +180,8 @@ class SqliteDatabase:
         self._inline: sqlite3.Connection | None = None
         self._queue: asyncio.Queue[_Batch | _Call | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._checkpointer: _ConnectionThread | None = None
+        self._checkpoints: asyncio.Task[None] | None = None
         self.lock: Callable[[str], AbstractAsyncContextManager[None]] = KeyedLock()
         self.transactions = 0  # committed, for metrics and tests
 
@@ -183,6 +192,9 @@ class SqliteDatabase:
             self._writer = _ConnectionThread(self.path, "sqlite-writer")
             await self._writer.start()
             await self._writer.run(migrate)
+            await self._writer.run(lambda conn: conn.execute("PRAGMA wal_autocheckpoint=0"))
+            self._checkpointer = _ConnectionThread(self.path, "sqlite-checkpoint")
+            await self._checkpointer.start()
             self._reader = _ConnectionThread(self.path, "sqlite-reader")
             await self._reader.start()
             self._inline = connect(self.path)
@@ -191,18 +203,41 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._task = asyncio.create_task(self._run(), name="sqlite-writer")
+        self._checkpoints = asyncio.create_task(self._checkpoint(), name="sqlite-checkpoint")
+
+    async def _checkpoint(self, every: float = CHECKPOINT_SECONDS) -> None:
+        assert self._checkpointer is not None
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._checkpointer.run(
+                    lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                )
+            except sqlite3.Error:
+                logger.warning("WAL checkpoint failed; retrying", exc_info=True)
 
     async def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checkpoints
+            self._checkpoints = None
         if self._task is not None:
             await self._queue.put(None)
             await self._task
             self._task = None
-        for thread in (self._reader, self._writer):
+        if self._checkpointer is not None:
+            # Leave the database file whole for whoever opens it next.
+            with contextlib.suppress(sqlite3.Error):
+                await self._checkpointer.run(
+                    lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                )
+        for thread in (self._reader, self._writer, self._checkpointer):
             if thread is not None:
                 await thread.stop()
         if self._inline is not None:
             self._inline.close()
-        self._reader = self._writer = self._inline = None
+        self._reader = self._writer = self._inline = self._checkpointer = None
 
     async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         assert self._reader is not None, "database is not open"
