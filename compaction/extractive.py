@@ -77,9 +77,11 @@ def is_fact(sentence: str, cues: Cues) -> bool:
 
 
 def is_timeline(role: str, sentence: str, cues: Cues) -> bool:
-    if cues.question or cues.request or cues.hypothetical or cues.generic or cues.hearsay:
-        return False
+    # The one cue a timeline line needs comes first: most sentences have none,
+    # and each cue is a search (see Cues).
     if not (cues.causal or cues.reversal or cues.date):
+        return False
+    if cues.question or cues.request or cues.hypothetical or cues.generic or cues.hearsay:
         return False
     if role == "user":
         return (cues.first_person or cues.concrete) and salience(cues) >= LINE_SALIENCE
