@@ -12,9 +12,12 @@ batches of two to six statements, and under CPU contention every hop is a
 GIL hand-off: profiled at ~100 µs each on this 2-core machine.)
 
 An *urgent* batch — one a client is waiting on, like opening a turn — is
-first tried right on the event loop, on a connection of its own that never
-waits: ``BEGIN IMMEDIATE`` with no busy timeout either gets the write lock at
-once or fails, and then the batch goes through the queue like any other.
+first tried right on the event loop when the writer thread is idle, on a
+connection of its own that never waits: ``BEGIN IMMEDIATE`` with no busy
+timeout either gets the write lock at once or fails (another process has it),
+and then the batch goes through the queue like any other. While the writer
+thread has a transaction in flight urgent batches queue too: racing it for
+the lock would put one of the two to sleep in SQLite's busy handler.
 That connection never checkpoints (``wal_autocheckpoint=0``; the writer
 thread does), so an inline batch costs tens of microseconds, never a wait.
 
@@ -180,6 +183,10 @@ class SqliteDatabase:
         self._inline: sqlite3.Connection | None = None
         self._queue: asyncio.Queue[_Batch | _Call | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        # True while the writer thread has a transaction in flight: an inline
+        # write then goes through the queue instead of racing it for the lock
+        # (the loser of that race would sleep in SQLite's busy handler).
+        self._writing = False
         self._checkpointer: _ConnectionThread | None = None
         self._checkpoints: asyncio.Task[None] | None = None
         self.lock: Callable[[str], AbstractAsyncContextManager[None]] = KeyedLock()
@@ -253,7 +260,7 @@ class SqliteDatabase:
     async def write(
         self, statements: Sequence[Statement], *, urgent: bool = False
     ) -> list[list[Row]]:
-        if urgent and self._inline is not None and self._queue.empty():
+        if urgent and self._inline is not None and not self._writing and self._queue.empty():
             rows = self._write_inline(self._inline, statements)
             if rows is not None:
                 return rows
@@ -298,23 +305,34 @@ class SqliteDatabase:
             job = await self._queue.get()
             if job is None:
                 break
-            batches: list[_Batch] = []
-            while True:
-                if isinstance(job, _Call):
-                    if batches:
-                        await self._commit_batches(batches)
-                        batches = []
-                    await self._commit_call(job)
-                else:
-                    batches.append(job)
-                if len(batches) >= MAX_BATCH or self._queue.empty():
-                    break
-                job = self._queue.get_nowait()
-                if job is None:
-                    stop = True
-                    break
-            if batches:
-                await self._commit_batches(batches)
+            self._writing = True
+            try:
+                stop = await self._drain(job)
+            finally:
+                self._writing = False
+
+    async def _drain(self, job: _Batch | _Call) -> bool:
+        """Commit ``job`` and whatever queued behind it; True if asked to stop."""
+        stop = False
+        batches: list[_Batch] = []
+        while True:
+            if isinstance(job, _Call):
+                if batches:
+                    await self._commit_batches(batches)
+                    batches = []
+                await self._commit_call(job)
+            else:
+                batches.append(job)
+            if len(batches) >= MAX_BATCH or self._queue.empty():
+                break
+            next_job = self._queue.get_nowait()
+            if next_job is None:
+                stop = True
+                break
+            job = next_job
+        if batches:
+            await self._commit_batches(batches)
+        return stop
 
     async def _commit_batches(self, batches: list[_Batch]) -> None:
         """All the batches in one transaction and one thread hop."""
