@@ -43,6 +43,7 @@ import proxy.run_step
 from proxy.app import create_app
 from proxy.app_state import Services
 from proxy.config import Settings
+from proxy.store.sqlite import SqliteDatabase
 
 
 def upstream_app(chunks: int, gap: float) -> Starlette:
@@ -122,7 +123,9 @@ def measure(mode: str, args: argparse.Namespace, upstream: str) -> dict[str, lis
             app = create_app(settings)
             with serve(app) as url:
                 svc: Services = app.state.services
-                writes_before = svc.store.db.batches  # type: ignore[attr-defined]
+                db = svc.store.db
+                assert isinstance(db, SqliteDatabase)
+                writes_before = db.transactions
 
                 async def main() -> list[tuple[float, float]]:
                     limits = httpx.Limits(max_connections=4 * args.runs)
@@ -137,7 +140,7 @@ def measure(mode: str, args: argparse.Namespace, upstream: str) -> dict[str, lis
                         )
 
                 timings = asyncio.run(main())
-                writes = svc.store.db.batches - writes_before  # type: ignore[attr-defined]
+                writes = db.transactions - writes_before
             with sqlite3.connect(Path(home) / "state.db") as conn:
                 events = conn.execute("SELECT COUNT(*) FROM thread_events").fetchone()[0]
         results["first"] += [t[0] for t in timings]
