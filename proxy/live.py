@@ -39,18 +39,18 @@ class LiveSession:
     window_wire: list[dict[str, Any]] = field(default_factory=list)
     """The window's messages in OpenAI form, kept up to date."""
     window_lower: list[str] = field(default_factory=list)
-    """Each window message's text, lowercased, for :meth:`covers`."""
+    """Each window message's text, lowercased, for :meth:`unseen`."""
 
     def __post_init__(self) -> None:
         self.window_tokens = sum(m.tokens for m in self.window)
         self.window_wire = [m.to_openai() for m in self.window]
         self.window_lower = [_lower(m) for m in self.window]
 
-    def covers(self, words: Iterable[str], memory_text: str) -> bool:
-        """Whether the window or the memory's text already mentions each of ``words``."""
+    def unseen(self, words: Iterable[str], memory_text: str) -> list[str]:
+        """Those of ``words`` that neither the window nor the memory's text mentions."""
         window = "\n".join(self.window_lower)
         memory = memory_text.lower()
-        return all((w := word.lower()) in window or w in memory for word in words)
+        return [word for word in words if (w := word.lower()) not in window and w not in memory]
 
     @property
     def system_tokens(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from compaction import Fact, Memory, MemoryRenderer, Message, TiktokenCounter
 from compaction.render import MEMORY_HEADER, RECALL_HEADER
 from proxy.errors import StorageError
 from proxy.live import LiveSession
-from proxy.recall import ArchiveRecall
+from proxy.recall import FULL_RANK_ARCHIVE, ArchiveRecall
 from proxy.store import SqlStore, TurnCommit, database_for
 from proxy.store.records import new_pending_id
 from tests.conftest import Proxy, ProxyFactory
@@ -137,6 +138,9 @@ def test_the_recall_index_is_per_session_and_follows_deletes(tmp_path: Path) -> 
                 "Noted, a blue tin.",
             ]
             assert all(m.role != "tool" for m in found)
+            # ``required``: only messages naming one of those words, ranked on all terms.
+            narrowed = await store.recall_messages(a, 3, ["blue", "spare"], 10, required=["spare"])
+            assert [m.content for m in narrowed] == ["We keep the spare keys in a blue tin."]
             assert [m.seq for m in await store.recall_messages(a, 1, ["blue"], 10)] == [1]
             other = await store.recall_messages(b, 3, ["buttons"], 10)
             assert {m.content for m in other} == {
@@ -179,11 +183,19 @@ class CountingStore:
 
     def __init__(self) -> None:
         self.queries: list[list[str]] = []
+        self.required: list[list[str]] = []
 
     async def recall_messages(
-        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+        self,
+        session_id: str,
+        through_seq: int,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        required: Sequence[str] | None = None,
     ) -> list[Message]:
         self.queries.append(list(terms))
+        self.required.append(list(required or terms))
         return [Message("user", "Kubernetes was dropped in March over its cost.", seq=1, turn=1)]
 
 
@@ -212,10 +224,17 @@ def test_recall_skips_the_archive_when_the_context_already_names_everything() ->
         assert await recall(live, [Message("user", "Why does the staging deployment fail?")]) == []
         assert await recall(live, [Message("user", "Is Kafka still our event bus?")]) == []
         assert store.queries == []  # every word is in the window or the memory
-        found = await recall(live, [Message("user", "What did we decide about Kubernetes?")])
-        assert len(store.queries) == 1 and "Kubernetes" in store.queries[0]
+        found = await recall(
+            live, [Message("user", "What did we decide about Kubernetes for staging?")]
+        )
+        assert len(store.queries) == 1 and {"Kubernetes", "staging"} <= set(store.queries[0])
+        assert store.required == store.queries  # a short archive: every match is ranked
         assert [m.content for m in found] == ["Kubernetes was dropped in March over its cost."]
-        await recall(live, [Message("user", "What did we decide about Kubernetes?")])
+        await recall(live, [Message("user", "What did we decide about Kubernetes for staging?")])
         assert len(store.queries) == 1  # the same question, same archive: answered from memory
+        # A long archive: only excerpts naming what is out of view are ranked.
+        live.memory = replace(live.memory, through_seq=FULL_RANK_ARCHIVE + 1)
+        await recall(live, [Message("user", "What did we decide about Kubernetes for staging?")])
+        assert store.required[-1] == ["Kubernetes"]
 
     asyncio.run(scenario())

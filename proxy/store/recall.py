@@ -34,43 +34,63 @@ class RecallStore(CoreStore):
     """Full-text search over a session's archive, for recall on the turn path."""
 
     async def recall_messages(
-        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+        self,
+        session_id: str,
+        through_seq: int,
+        terms: Sequence[str],
+        limit: int,
+        *,
+        required: Sequence[str] | None = None,
     ) -> list[Message]:
         """User and assistant messages with ``seq ≤ through_seq`` best matching any term.
 
-        Best first, by BM25. Empty when there is nothing to search for.
+        Best first, by BM25 over all ``terms``; with ``required``, only
+        messages containing at least one of those words. Empty when there is
+        nothing to search for.
         """
         if not terms or through_seq <= 0 or limit <= 0:
             return []
         if self.db.dialect == "postgresql":
-            return await self._recall_postgres(session_id, through_seq, terms, limit)
+            return await self._recall_postgres(session_id, through_seq, terms, limit, required)
+        match = fts5_match(terms)
+        if required and list(required) != list(terms):
+            match = f"({fts5_match(required)}) AND ({match})"
         seq_mask = (1 << SEQ_BITS) - 1
-        # CROSS JOIN keeps the index as the outer loop: the planner would
-        # otherwise be free to walk messages and re-run the MATCH per row.
+        # Rank inside the index first, then read only the winners' rows.
         rows = await self.db.fetchall(
-            f"SELECT {RECALL_COLUMNS} FROM recall_fts "
-            "CROSS JOIN messages m "
-            f"ON m.session_id = ? AND m.seq = (recall_fts.rowid & {seq_mask}) "
-            "WHERE recall_fts MATCH ? AND recall_fts.rowid BETWEEN "
-            f"(SELECT (key << {SEQ_BITS}) FROM recall_sessions WHERE session_id = ?) AND "
+            f"SELECT {RECALL_COLUMNS} FROM ("
+            "SELECT rowid AS hit, bm25(recall_fts) AS score FROM recall_fts "
+            "WHERE recall_fts MATCH ? AND rowid BETWEEN "
+            f"(SELECT key << {SEQ_BITS} FROM recall_sessions WHERE session_id = ?) AND "
             f"(SELECT (key << {SEQ_BITS}) + ? FROM recall_sessions WHERE session_id = ?) "
-            "ORDER BY bm25(recall_fts) LIMIT ?",
-            (session_id, fts5_match(terms), session_id, through_seq, session_id, limit),
+            "ORDER BY score LIMIT ?) best "
+            f"CROSS JOIN messages m ON m.session_id = ? AND m.seq = (best.hit & {seq_mask}) "
+            "ORDER BY best.score",
+            (match, session_id, through_seq, session_id, limit, session_id),
         )
         return [message_from_row(row) for row in rows]
 
     async def _recall_postgres(
-        self, session_id: str, through_seq: int, terms: Sequence[str], limit: int
+        self,
+        session_id: str,
+        through_seq: int,
+        terms: Sequence[str],
+        limit: int,
+        required: Sequence[str] | None,
     ) -> list[Message]:
         # The session's rows come through the (session_id, seq) index of
         # migration postgres_0005 and are ranked over the search tsvector;
         # each term is its own plainto_tsquery, OR-ed, so no word is syntax.
-        query = " || ".join(f"plainto_tsquery('{PG_CONFIG}', ?)" for _ in terms)
+        def any_of(words: Sequence[str]) -> str:
+            return " || ".join(f"plainto_tsquery('{PG_CONFIG}', ?)" for _ in words)
+
+        needed = list(required or terms)
         rows = await self.db.fetchall(
-            f"SELECT {RECALL_COLUMNS} FROM messages m, (SELECT {query} AS q) found "
+            f"SELECT {RECALL_COLUMNS} FROM messages m, "
+            f"(SELECT {any_of(terms)} AS q, {any_of(needed)} AS r) found "
             "WHERE m.session_id = ? AND m.seq <= ? AND m.role IN ('user', 'assistant') "
-            "AND m.content_tsv @@ found.q "
+            "AND m.content_tsv @@ found.r "
             "ORDER BY ts_rank_cd(m.content_tsv, found.q) DESC, m.seq DESC LIMIT ?",
-            (*terms, session_id, through_seq, limit),
+            (*terms, *needed, session_id, through_seq, limit),
         )
         return [message_from_row(row) for row in rows]
