@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import orjson
 
-from compaction import Message
 from proxy.store.core import SESSION_COLUMNS, SESSION_FROM
 from proxy.store.database import Database, Row
-from proxy.store.records import decode_system
+from proxy.store.records import SessionRecord
 
 __all__ = [
     "INFO_COLUMNS",
@@ -28,32 +27,13 @@ INFO_COLUMNS = SESSION_COLUMNS + ", s.end_reason, s.transcript_tokens, s.sent_to
 
 
 @dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """A session row with everything management shows: metadata and counters."""
+class SessionInfo(SessionRecord):
+    """A session row with everything management shows: metadata and all counters."""
 
-    id: str
-    tenant: str
-    key: str
-    source: str
-    user_id: str | None
-    title: str | None
-    model: str | None
-    system: tuple[Message, ...]
-    parent_id: str | None
-    started_at: float
-    updated_at: float
-    ended_at: float | None
     end_reason: str | None
-    message_count: int
-    last_seq: int
-    last_turn: int
-    input_tokens: int
-    output_tokens: int
-    compaction_tokens: int
     transcript_tokens: int
     sent_tokens: int
     full_tokens: int
-    state_version: int
 
     @property
     def live(self) -> bool:
@@ -66,30 +46,13 @@ class SessionInfo:
 
     @classmethod
     def from_row(cls, row: Row) -> SessionInfo:
+        base = SessionRecord.from_row(row)
         return cls(
-            id=row["id"],
-            tenant=row["tenant"],
-            key=row["key"],
-            source=row["source"],
-            user_id=row["user_id"],
-            title=row["title"],
-            model=row["model"],
-            system=decode_system(row["system_prompt"]),
-            parent_id=row["parent_id"],
-            started_at=row["started_at"],
-            updated_at=row["updated_at"],
-            ended_at=row["ended_at"],
+            **{f.name: getattr(base, f.name) for f in fields(SessionRecord)},
             end_reason=row["end_reason"],
-            message_count=row["message_count"],
-            last_seq=row["last_seq"],
-            last_turn=row["last_turn"],
-            input_tokens=int(row["input_tokens"]),
-            output_tokens=int(row["output_tokens"]),
-            compaction_tokens=int(row["compaction_tokens"]),
             transcript_tokens=int(row["transcript_tokens"]),
             sent_tokens=int(row["sent_tokens"]),
             full_tokens=int(row["full_tokens"]),
-            state_version=row["state_version"] or 0,
         )
 
 
