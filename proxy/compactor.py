@@ -105,6 +105,8 @@ class Compactor:
         if not evicted:
             return False
         self.stats.runs += 1
+        # Recall searches what this fold archives: it must be in the index first.
+        await self.store.index_stored_by(max(m.created_at for m in evicted))
         summary = await self.summarizer.summarize(memory, evicted, self.budget.memory_tokens)
         self.stats.tokens += summary.tokens
         if summary.error is not None:

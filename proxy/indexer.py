@@ -10,8 +10,9 @@ from proxy.app_state import Services
 
 __all__ = ["FtsIndexer"]
 
-# Messages indexed per transaction (a few milliseconds of the write lock).
-BATCH = 32
+# Changes applied per transaction of the index file: bounded, so a search
+# (which applies what is left first) never waits long behind the indexer.
+BATCH = 256
 
 logger = logging.getLogger("hermes.indexer")
 
@@ -33,9 +34,9 @@ class FtsIndexer:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                # Small batches, back to back: turns' writes queue between them.
                 while await services.store.index_pending(BATCH) == BATCH:
                     pass
+                await services.store.trim_index_log()
             except Exception:
                 logger.exception("full-text indexing failed; retrying")
 

@@ -16,6 +16,7 @@ from proxy.app import create_app
 from proxy.app_state import Services
 from proxy.config import Settings
 from proxy.store import is_postgres_url
+from proxy.store.fts_file import index_path
 from tests.databases import DEFAULT_SERVER, DbConnection, PostgresServer
 from tests.fake_upstream import FakeUpstream, FakeUpstreams
 from tests.servers import running
@@ -153,6 +154,8 @@ class Proxy:
             return self.postgres.connect(self.settings.db)
         conn = sqlite3.connect(self.settings.db)
         conn.row_factory = sqlite3.Row
+        # The full-text indexes, as the proxy's readers see them.
+        conn.execute("ATTACH DATABASE ? AS fts", (index_path(self.settings.db),))
         return conn
 
     def transcript(self, key: str, tenant: str = "default") -> list[Any]:

@@ -150,8 +150,9 @@ def test_the_recall_index_is_per_session_and_follows_deletes(tmp_path: Path) -> 
             assert await store.recall_messages(a, 3, ["buttons"], 10) == []
             assert await store.recall_messages(a, 0, ["blue"], 10) == []
             await store.db.write([("DELETE FROM sessions WHERE id = ?", (a,))])
+            await store.index_pending()
             row = await store.db.fetchone(
-                "SELECT count(*) AS n FROM recall_fts WHERE recall_fts MATCH 'spare'"
+                "SELECT count(*) AS n FROM fts.recall_fts WHERE recall_fts MATCH 'spare'"
             )
             assert row is not None and row["n"] == 0
             assert len(await store.recall_messages(b, 3, ["blue"], 10)) == 1

@@ -59,7 +59,7 @@ class RecallStore(CoreStore):
         # Rank inside the index first, then read only the winners' rows.
         rows = await self.db.fetchall(
             f"SELECT {RECALL_COLUMNS} FROM ("
-            "SELECT rowid AS hit, bm25(recall_fts) AS score FROM recall_fts "
+            "SELECT rowid AS hit, bm25(recall_fts) AS score FROM fts.recall_fts "
             "WHERE recall_fts MATCH ? AND rowid BETWEEN "
             f"(SELECT key << {SEQ_BITS} FROM recall_sessions WHERE session_id = ?) AND "
             f"(SELECT (key << {SEQ_BITS}) + ? FROM recall_sessions WHERE session_id = ?) "

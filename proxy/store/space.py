@@ -29,8 +29,10 @@ import asyncpg
 
 from proxy.errors import StorageError
 from proxy.store.database import Database
+from proxy.store.fts_file import index_path
 from proxy.store.pglocks import DRIVER_ERRORS
 from proxy.store.postgres import PostgresDatabase, redact
+from proxy.store.sqlite import SqliteDatabase
 
 __all__ = ["PRUNED_TABLES", "database_size", "reclaim_space"]
 
@@ -65,6 +67,10 @@ async def reclaim_space(db: Database) -> str:
     if path == ":memory:":
         return "in memory"
     try:
+        if isinstance(db, SqliteDatabase):
+            # The deleted messages leave the full-text indexes first.
+            await db.index_pending()
+            await db.trim_index_log()
         return await asyncio.to_thread(_reclaim_sqlite, path)
     except sqlite3.Error as exc:
         raise StorageError(
@@ -87,15 +93,24 @@ async def _reclaim_postgres(url: str) -> str:
 
 
 def _file_bytes(path: str) -> int:
-    """The SQLite database's size on disk: the file and its write-ahead log."""
-    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    """The SQLite database's size on disk: its file, its index file and their write-ahead logs."""
+    files = (path, path + "-wal", index_path(path), index_path(path) + "-wal")
+    return sum(os.path.getsize(p) for p in files if os.path.exists(p))
 
 
 def _reclaim_sqlite(path: str) -> str:
+    before = _file_bytes(path)
+    how = _reclaim_file(path)
+    if os.path.exists(index_path(path)):
+        _reclaim_file(index_path(path))
+    freed = max(0, before - _file_bytes(path))
+    return f"{how}, {freed / 1e6:.1f} MB freed"
+
+
+def _reclaim_file(path: str) -> str:
     conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
     try:
         conn.execute("PRAGMA busy_timeout=10000")
-        before = _file_bytes(path)
         if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
             how = "incremental vacuum"
             for _ in range(100_000):
@@ -109,7 +124,6 @@ def _reclaim_sqlite(path: str) -> str:
             conn.execute("VACUUM")
         # The file shrinks when the WAL is checkpointed; best effort if readers are busy.
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        freed = max(0, before - _file_bytes(path))
-        return f"{how}, {freed / 1e6:.1f} MB freed"
+        return how
     finally:
         conn.close()

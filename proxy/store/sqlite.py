@@ -46,6 +46,8 @@ from typing import Any, TypeVar
 from proxy.errors import StorageError
 from proxy.locks import KeyedLock
 from proxy.store.database import Row, Statement, Tx
+from proxy.store.fts_file import INDEX_SCHEMA, index_batch, index_path
+from proxy.store.fts_file import prepare as prepare_index
 
 __all__ = ["SqliteDatabase", "connect", "migrate", "sqlite_path"]
 
@@ -87,8 +89,11 @@ def connect(path: str) -> sqlite3.Connection:
 class _ConnectionThread:
     """One connection, one thread; :meth:`run` hands it a function and awaits the result."""
 
-    def __init__(self, path: str, name: str) -> None:
+    def __init__(
+        self, path: str, name: str, setup: Callable[[sqlite3.Connection], object] | None = None
+    ) -> None:
         self.path = path
+        self._setup = setup
         self._jobs: queue.SimpleQueue[
             tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]] | None
         ] = queue.SimpleQueue()
@@ -107,6 +112,8 @@ class _ConnectionThread:
         assert self._ready is not None
         try:
             self.conn = connect(self.path)
+            if self._setup is not None:
+                self._setup(self.conn)
         except BaseException as exc:
             self._loop.call_soon_threadsafe(_settle, self._ready, None, exc)
             return
@@ -189,6 +196,11 @@ class SqliteDatabase:
         self._writing = False
         self._checkpointer: _ConnectionThread | None = None
         self._checkpoints: asyncio.Task[None] | None = None
+        self._indexer: _ConnectionThread | None = None
+        self._index_applied = self._index_trimmed = 0
+        # Wall-clock time before the last batch that left nothing to index:
+        # every write committed by then is in the indexes.
+        self.indexed_through = 0.0
         self.lock: Callable[[str], AbstractAsyncContextManager[None]] = KeyedLock()
         self.transactions = 0  # committed, for metrics and tests
 
@@ -202,7 +214,17 @@ class SqliteDatabase:
             await self._writer.run(lambda conn: conn.execute("PRAGMA wal_autocheckpoint=0"))
             self._checkpointer = _ConnectionThread(self.path, "sqlite-checkpoint")
             await self._checkpointer.start()
-            self._reader = _ConnectionThread(self.path, "sqlite-reader")
+            # The full-text indexes, in a file of their own (see fts_file).
+            indexes = index_path(self.path)
+            self._indexer = _ConnectionThread(
+                indexes, "sqlite-index", lambda conn: prepare_index(conn, self.path)
+            )
+            await self._indexer.start()
+            self._reader = _ConnectionThread(
+                self.path,
+                "sqlite-reader",
+                lambda conn: conn.execute(f"ATTACH DATABASE ? AS {INDEX_SCHEMA}", (indexes,)),
+            )
             await self._reader.start()
             self._inline = connect(self.path)
             self._inline.execute("PRAGMA busy_timeout=0")
@@ -239,12 +261,41 @@ class SqliteDatabase:
                 await self._checkpointer.run(
                     lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 )
-        for thread in (self._reader, self._writer, self._checkpointer):
+        if self._indexer is not None:
+            with contextlib.suppress(sqlite3.Error):
+                await self._indexer.run(
+                    lambda conn: conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()
+                )
+        for thread in (self._reader, self._writer, self._checkpointer, self._indexer):
             if thread is not None:
                 await thread.stop()
         if self._inline is not None:
             self._inline.close()
-        self._reader = self._writer = self._inline = self._checkpointer = None
+        self._reader = self._writer = self._inline = self._checkpointer = self._indexer = None
+
+    async def index_pending(self, limit: int | None = None) -> int:
+        """Bring the full-text indexes up to date by ``limit`` (or all) logged changes.
+
+        Runs on the index file's own thread and write lock; returns how many
+        changes it applied. :meth:`trim_index_log` then drops them from the log.
+        """
+        assert self._indexer is not None, "database is not open"
+        started = time.time()
+        try:
+            count, applied = await self._indexer.run(lambda conn: index_batch(conn, limit))
+        except sqlite3.Error as exc:
+            raise StorageError(f"full-text indexing failed: {exc}") from exc
+        self._index_applied = max(self._index_applied, applied)
+        if limit is None or count < limit:
+            self.indexed_through = max(self.indexed_through, started)
+        return count
+
+    async def trim_index_log(self) -> None:
+        """Drop the log entries the indexes already hold (one small write)."""
+        applied = self._index_applied
+        if applied > self._index_trimmed:
+            await self.write([("DELETE FROM fts_log WHERE entry <= ?", (applied,))])
+            self._index_trimmed = applied
 
     async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         assert self._reader is not None, "database is not open"

@@ -184,7 +184,7 @@ def message_match(dialect: str, query: SearchQuery, marks: tuple[str, str] = ("[
     start, stop = marks
     if dialect == "sqlite":
         return Match(
-            join="JOIN messages_fts ON messages_fts.rowid = m.id",
+            join="JOIN fts.messages_fts ON messages_fts.rowid = m.id",
             join_args=(),
             where="messages_fts MATCH ?",
             where_args=(query.fts5(),),
