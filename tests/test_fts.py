@@ -145,6 +145,24 @@ async def test_a_missing_index_file_is_rebuilt_from_the_messages(tmp_path: Path)
 
 
 @pytest.mark.anyio
+async def test_a_damaged_index_file_is_replaced(tmp_path: Path) -> None:
+    path = str(tmp_path / "fts.db")
+    store = await open_store(path)
+    try:
+        await store_turn(store, "a", "a gecko on the wall")
+    finally:
+        await store.close()
+    await asyncio.to_thread(remove, index_path(path))
+    await asyncio.to_thread(Path(index_path(path)).write_bytes, b"not a database, " * 512)
+    store = await open_store(path)
+    try:
+        assert await index_counts(store, "gecko") == (2, 2)
+        check_integrity(store)
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
 async def test_an_index_file_left_by_another_database_is_not_trusted(tmp_path: Path) -> None:
     path = str(tmp_path / "fts.db")
     store = await open_store(path)

@@ -25,6 +25,9 @@ Neither does the writer: copying the WAL back into the database file (and
 syncing it) took tens of milliseconds here, and every write queued behind it.
 A checkpointer thread of its own runs passive checkpoints — which never block
 readers or writers — every half second instead.
+
+The full-text indexes are in a file of their own with a thread of their own
+(see :mod:`proxy.store.fts_file`): indexing never holds this file's write lock.
 """
 
 from __future__ import annotations
@@ -216,10 +219,7 @@ class SqliteDatabase:
             await self._checkpointer.start()
             # The full-text indexes, in a file of their own (see fts_file).
             indexes = index_path(self.path)
-            self._indexer = _ConnectionThread(
-                indexes, "sqlite-index", lambda conn: prepare_index(conn, self.path)
-            )
-            await self._indexer.start()
+            self._indexer = await self._open_indexes(indexes)
             self._reader = _ConnectionThread(
                 self.path,
                 "sqlite-reader",
@@ -233,6 +233,25 @@ class SqliteDatabase:
             raise StorageError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._task = asyncio.create_task(self._run(), name="sqlite-writer")
         self._checkpoints = asyncio.create_task(self._checkpoint(), name="sqlite-checkpoint")
+
+    async def _open_indexes(self, indexes: str) -> _ConnectionThread:
+        def start() -> _ConnectionThread:
+            return _ConnectionThread(
+                indexes, "sqlite-index", lambda conn: prepare_index(conn, self.path)
+            )
+
+        thread = start()
+        try:
+            await thread.start()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # locked, unreadable directory: nothing a rebuild would fix
+            # Derived data: a damaged index file is replaced, not repaired.
+            logger.warning("the index file %s is damaged (%s); rebuilding it", indexes, exc)
+            await asyncio.to_thread(_remove_sqlite_file, indexes)
+            thread = start()
+            await thread.start()
+        return thread
 
     async def _checkpoint(self, every: float = CHECKPOINT_SECONDS) -> None:
         assert self._checkpointer is not None
@@ -442,6 +461,12 @@ def _group_commit(
             conn.execute("ROLLBACK")
         return [(None, exc) for _ in lists]
     return outcomes
+
+
+def _remove_sqlite_file(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(path + suffix).unlink()
 
 
 def _prepare_directory(path: str) -> str:
