@@ -105,9 +105,15 @@ class Compactor:
         if not evicted:
             return False
         self.stats.runs += 1
-        # Recall searches what this fold archives: it must be in the index first.
-        await self.store.index_stored_by(max(m.created_at for m in evicted))
-        summary = await self.summarizer.summarize(memory, evicted, self.budget.memory_tokens)
+        # Recall searches what this fold archives: it must be in the index
+        # before the fold is saved (indexed meanwhile, on the index's thread).
+        indexed = asyncio.ensure_future(
+            self.store.index_stored_by(max(m.created_at for m in evicted))
+        )
+        try:
+            summary = await self.summarizer.summarize(memory, evicted, self.budget.memory_tokens)
+        finally:
+            await indexed
         self.stats.tokens += summary.tokens
         if summary.error is not None:
             self.stats.failures += 1
