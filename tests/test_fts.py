@@ -7,6 +7,7 @@ import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,15 @@ async def index_counts(store: SqlStore, word: str) -> tuple[int, int]:
     return search, recall
 
 
+@contextlib.asynccontextmanager
+async def opened(path: str) -> AsyncIterator[SqlStore]:
+    store = await open_store(path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 def remove(path: str) -> None:
     """An SQLite file and what SQLite keeps beside it."""
     for suffix in ("", "-wal", "-shm"):
@@ -75,8 +85,7 @@ def check_integrity(store: SqlStore) -> None:
 @pytest.mark.anyio
 async def test_logged_changes_reach_the_index_file_in_order_and_once(tmp_path: Path) -> None:
     path = tmp_path / "fts.db"
-    store = await open_store(str(path))
-    try:
+    async with opened(str(path)) as store:
         assert await asyncio.to_thread(os.path.exists, index_path(str(path)))
         kept = await store_turn(store, "a", "the quokka deployment")
         gone = await store_turn(store, "b", "the wombat deployment")
@@ -97,8 +106,6 @@ async def test_logged_changes_reach_the_index_file_in_order_and_once(tmp_path: P
         assert await store.index_pending() == 2
         assert await index_counts(store, "quokka") == (0, 0)
         check_integrity(store)
-    finally:
-        await store.close()
 
 
 @pytest.mark.anyio
@@ -106,8 +113,7 @@ async def test_two_processes_indexing_one_database_apply_each_change_once(
     tmp_path: Path,
 ) -> None:
     path = str(tmp_path / "fts.db")
-    first, second = await open_store(path), await open_store(path)
-    try:
+    async with opened(path) as first, opened(path) as second:
         for i in range(20):
             await store_turn(first if i % 2 else second, f"s{i}", f"numbat number {i}")
         # Both race through the log in small batches, as two servers' indexers would.
@@ -117,71 +123,50 @@ async def test_two_processes_indexing_one_database_apply_each_change_once(
         assert sum(applied) == 40  # 20 turns, two messages each, none applied twice
         assert await index_counts(first, "numbat") == (40, 40)
         check_integrity(first)
-    finally:
-        await first.close()
-        await second.close()
 
 
 @pytest.mark.anyio
 async def test_a_missing_index_file_is_rebuilt_from_the_messages(tmp_path: Path) -> None:
     path = str(tmp_path / "fts.db")
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         await store_turn(store, "a", "an okapi in the garden")
         await store.index_pending()
         await store_turn(store, "b", "an okapi on the roof")  # logged, not yet indexed
-    finally:
-        await store.close()
     await asyncio.to_thread(remove, index_path(path))
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         assert await index_counts(store, "okapi") == (4, 4)  # two questions, two answers
         assert await store.index_pending() == 0  # the rebuild covered the log too
         result = await store.search_sessions("default", "okapi")
         assert sorted(hit.session.key for hit in result.sessions) == ["a", "b"]
         check_integrity(store)
-    finally:
-        await store.close()
 
 
 @pytest.mark.anyio
 async def test_a_damaged_index_file_is_replaced(tmp_path: Path) -> None:
     path = str(tmp_path / "fts.db")
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         await store_turn(store, "a", "a gecko on the wall")
-    finally:
-        await store.close()
     await asyncio.to_thread(remove, index_path(path))
     await asyncio.to_thread(Path(index_path(path)).write_bytes, b"not a database, " * 512)
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         assert await index_counts(store, "gecko") == (2, 2)
         check_integrity(store)
-    finally:
-        await store.close()
 
 
 @pytest.mark.anyio
 async def test_an_index_file_left_by_another_database_is_not_trusted(tmp_path: Path) -> None:
     path = str(tmp_path / "fts.db")
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         for i in range(3):
             await store_turn(store, f"old{i}", "a pangolin of the old database")
         await store.index_pending()
-    finally:
-        await store.close()
     await asyncio.to_thread(remove, path)  # the index file stays behind
-    store = await open_store(path)
-    try:
+    async with opened(path) as store:
         await store_turn(store, "new", "a tapir of the new database")
         await store.index_pending()
         assert await index_counts(store, "pangolin") == (0, 0)
         assert await index_counts(store, "tapir") == (2, 2)
         check_integrity(store)
-    finally:
-        await store.close()
 
 
 def test_an_index_batch_leaves_the_database_free_for_turns(tmp_path: Path) -> None:
@@ -201,13 +186,10 @@ def test_an_index_batch_leaves_the_database_free_for_turns(tmp_path: Path) -> No
 
 @pytest.mark.anyio
 async def test_search_sees_a_message_stored_a_moment_ago(tmp_path: Path) -> None:
-    store = await open_store(str(tmp_path / "fts.db"))
-    try:
+    async with opened(str(tmp_path / "fts.db")) as store:
         await store_turn(store, "fresh", "a capybara appeared")
         result = await store.search_sessions("default", "capybara")
         assert [hit.session.key for hit in result.sessions] == ["fresh"]
-    finally:
-        await store.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # PostgreSQL indexes in the row itself

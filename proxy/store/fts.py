@@ -29,10 +29,7 @@ class FtsIndex(CoreStore):
         """
         if not isinstance(self.db, SqliteDatabase):
             return 0
-        count = await self.db.index_pending(limit)
-        if limit is None:
-            await self.db.trim_index_log()
-        return count
+        return await self.db.index_pending(limit)
 
     async def index_stored_by(self, when: float) -> None:
         """Make sure every message stored by ``when`` (wall clock) is indexed.

@@ -43,7 +43,21 @@ TABLES = (
     STATE_TABLE,
 )
 
-RECALLED = "m.role IN ('user', 'assistant') AND m.content <> '' AND m.seq < 16777216"
+# The recall index's rowid for a row ``m`` of messages or of fts_log (same
+# columns); NULL for messages recall skips.
+RECALL_ROWID = (
+    "CASE WHEN m.role IN ('user', 'assistant') AND m.content <> '' AND m.seq < 16777216 "
+    "THEN (SELECT (r.key << 24) + m.seq FROM state.recall_sessions r "
+    "WHERE r.session_id = m.session_id) END"
+)
+
+
+def _add_to_recall(rows: str) -> str:
+    """The statement adding ``rows`` (messages or log entries, as ``m``) to the recall index."""
+    return (
+        "INSERT INTO main.recall_fts (rowid, content) SELECT recall, content FROM "
+        f"(SELECT {RECALL_ROWID} AS recall, m.content FROM {rows}) WHERE recall IS NOT NULL"
+    )
 
 
 def index_path(path: str) -> str:
@@ -118,11 +132,7 @@ def _rebuild(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO main.messages_fts (rowid, content) SELECT id, content FROM state.messages"
     )
-    conn.execute(
-        "INSERT INTO main.recall_fts (rowid, content) "
-        "SELECT (r.key << 24) + m.seq, m.content FROM state.messages m "
-        f"JOIN state.recall_sessions r ON r.session_id = m.session_id WHERE {RECALLED}"
-    )
+    conn.execute(_add_to_recall("state.messages m"))
     conn.execute("INSERT INTO main.index_state VALUES (?, ?, ?)", (VERSION, _token(conn), applied))
 
 
@@ -132,8 +142,8 @@ def index_batch(conn: sqlite3.Connection, limit: int | None) -> tuple[int, int]:
     try:
         applied: int = conn.execute("SELECT applied FROM main.index_state").fetchone()[0]
         entries = conn.execute(
-            "SELECT entry, id, recall, content, removed FROM state.fts_log "
-            "WHERE entry > ? ORDER BY entry" + (" LIMIT ?" if limit else ""),
+            f"SELECT m.entry, m.id, {RECALL_ROWID}, m.content, m.removed FROM state.fts_log m "
+            "WHERE m.entry > ? ORDER BY m.entry" + (" LIMIT ?" if limit else ""),
             (applied, limit) if limit else (applied,),
         ).fetchall()
         if not entries:
@@ -142,16 +152,13 @@ def index_batch(conn: sqlite3.Connection, limit: int | None) -> tuple[int, int]:
         last = entries[-1][0]
         if not any(entry[4] for entry in entries):
             # Only additions (the usual case): two statements for the batch.
-            span = "FROM state.fts_log WHERE entry > ? AND entry <= ?"
+            span = "state.fts_log m WHERE m.entry > ? AND m.entry <= ?"
             conn.execute(
-                f"INSERT INTO main.messages_fts (rowid, content) SELECT id, content {span}",
+                "INSERT INTO main.messages_fts (rowid, content) "
+                f"SELECT m.id, m.content FROM {span}",
                 (applied, last),
             )
-            conn.execute(
-                "INSERT INTO main.recall_fts (rowid, content) "
-                f"SELECT recall, content {span} AND recall IS NOT NULL",
-                (applied, last),
-            )
+            conn.execute(_add_to_recall(span), (applied, last))
         else:
             for _, message_id, recall, content, removed in entries:
                 _apply(conn, message_id, recall, content, removed=bool(removed))

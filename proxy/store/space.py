@@ -70,7 +70,6 @@ async def reclaim_space(db: Database) -> str:
         if isinstance(db, SqliteDatabase):
             # The deleted messages leave the full-text indexes first.
             await db.index_pending()
-            await db.trim_index_log()
         return await asyncio.to_thread(_reclaim_sqlite, path)
     except sqlite3.Error as exc:
         raise StorageError(

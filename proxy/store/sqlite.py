@@ -296,7 +296,8 @@ class SqliteDatabase:
         """Bring the full-text indexes up to date by ``limit`` (or all) logged changes.
 
         Runs on the index file's own thread and write lock; returns how many
-        changes it applied. :meth:`trim_index_log` then drops them from the log.
+        changes it applied. With no limit the log is trimmed too; after
+        bounded batches, :meth:`trim_index_log` does that.
         """
         assert self._indexer is not None, "database is not open"
         started = time.time()
@@ -307,6 +308,8 @@ class SqliteDatabase:
         self._index_applied = max(self._index_applied, applied)
         if limit is None or count < limit:
             self.indexed_through = max(self.indexed_through, started)
+        if limit is None:
+            await self.trim_index_log()
         return count
 
     async def trim_index_log(self) -> None:

@@ -7,11 +7,12 @@
 -- after this migration.
 --
 -- What the indexes must learn is logged here, in the same transaction as the
--- change itself: one row per message stored or removed, with the text to
--- index or un-index (the recall index is contentless: removing a row takes
--- its text). The index file records the last entry it applied and replays
--- the rest in order; applied entries are trimmed. AUTOINCREMENT: an entry
--- number is never reused, even after the log is emptied.
+-- change itself: one row per message stored or removed, with what indexing
+-- it needs (the recall index is contentless: removing a row takes its text;
+-- its rowid comes from recall_sessions, whose rows outlive their session).
+-- The index file records the last entry it applied and replays the rest in
+-- order; applied entries are trimmed. AUTOINCREMENT: an entry number is
+-- never reused, even after the log is emptied.
 DROP TRIGGER messages_index_queue;
 DROP TRIGGER messages_index_delete;
 DROP TRIGGER messages_index_update;
@@ -20,11 +21,13 @@ DROP TABLE messages_fts;
 DROP TABLE recall_fts;
 
 CREATE TABLE fts_log (
-    entry   INTEGER PRIMARY KEY AUTOINCREMENT,
-    id      INTEGER NOT NULL,  -- messages.id: the search index's rowid
-    recall  INTEGER,           -- the recall index's rowid; NULL if recall skips the message
-    content TEXT,
-    removed INTEGER NOT NULL   -- 0: index it, 1: un-index it
+    entry      INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         INTEGER NOT NULL,  -- messages.id: the search index's rowid
+    session_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    content    TEXT,
+    removed    INTEGER NOT NULL   -- 0: index it, 1: un-index it
 );
 
 -- Names this database to its index file, which is rebuilt if it was built
@@ -33,42 +36,18 @@ CREATE TABLE index_identity (token TEXT NOT NULL);
 INSERT INTO index_identity VALUES (lower(hex(randomblob(16))));
 
 CREATE TRIGGER messages_log_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO fts_log (id, recall, content, removed) VALUES (
-        new.id,
-        CASE WHEN new.role IN ('user', 'assistant') AND new.content <> '' AND new.seq < 16777216
-            THEN (SELECT (key << 24) + new.seq FROM recall_sessions WHERE session_id = new.session_id)
-        END,
-        new.content,
-        0
-    );
+    INSERT INTO fts_log (id, session_id, seq, role, content, removed)
+        VALUES (new.id, new.session_id, new.seq, new.role, new.content, 0);
 END;
 
 CREATE TRIGGER messages_log_delete AFTER DELETE ON messages BEGIN
-    INSERT INTO fts_log (id, recall, content, removed) VALUES (
-        old.id,
-        CASE WHEN old.role IN ('user', 'assistant') AND old.content <> '' AND old.seq < 16777216
-            THEN (SELECT (key << 24) + old.seq FROM recall_sessions WHERE session_id = old.session_id)
-        END,
-        old.content,
-        1
-    );
+    INSERT INTO fts_log (id, session_id, seq, role, content, removed)
+        VALUES (old.id, old.session_id, old.seq, old.role, old.content, 1);
 END;
 
 CREATE TRIGGER messages_log_update AFTER UPDATE OF content ON messages BEGIN
-    INSERT INTO fts_log (id, recall, content, removed) VALUES (
-        old.id,
-        CASE WHEN old.role IN ('user', 'assistant') AND old.content <> '' AND old.seq < 16777216
-            THEN (SELECT (key << 24) + old.seq FROM recall_sessions WHERE session_id = old.session_id)
-        END,
-        old.content,
-        1
-    );
-    INSERT INTO fts_log (id, recall, content, removed) VALUES (
-        new.id,
-        CASE WHEN new.role IN ('user', 'assistant') AND new.content <> '' AND new.seq < 16777216
-            THEN (SELECT (key << 24) + new.seq FROM recall_sessions WHERE session_id = new.session_id)
-        END,
-        new.content,
-        0
-    );
+    INSERT INTO fts_log (id, session_id, seq, role, content, removed)
+        VALUES (old.id, old.session_id, old.seq, old.role, old.content, 1);
+    INSERT INTO fts_log (id, session_id, seq, role, content, removed)
+        VALUES (new.id, new.session_id, new.seq, new.role, new.content, 0);
 END;
